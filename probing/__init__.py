@@ -1,0 +1,3 @@
+"""probing: what do the attention heads of BERT-family encoders do?"""
+
+__version__ = "0.1.0"

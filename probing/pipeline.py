@@ -1,0 +1,128 @@
+"""``run(cfg, out_dir)``: the stages in order, plain Python, callable from tests and notebooks.
+
+corpus -> encoder -> attention store -> analyses / probes -> tables -> trackers and the report.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+from probing.corpus import Corpus, load_corpus
+from probing.encoder import Encoder, load_encoder, model_identity
+from probing.extract import ExtractReport, extract
+from probing.results import write_json, write_run_meta
+from probing.tracking import Tracker, make_tracker
+
+log = logging.getLogger(__name__)
+
+
+class ProbingError(RuntimeError):
+    """A user-facing failure: the CLI prints its message as one line and exits with status 2."""
+
+
+def ensure_store(model_cfg: Any, corpus: Corpus, extract_cfg: Any) -> ExtractReport:
+    """The attention store of ``corpus`` for this model and extraction config; the model is loaded only
+    when the store has to be built."""
+    identity = model_identity(model_cfg.name_or_path, model_cfg.revision, model_cfg.dtype)
+    return extract(lambda: load_encoder(model_cfg), corpus, extract_cfg, identity=identity, model_name=model_cfg.name)
+
+
+def describe_store(report: ExtractReport, corpus: Corpus) -> str:
+    """A few lines saying where the store is and what it holds."""
+    store = report.store
+    lines = [
+        f"attention store: {store.dir}",
+        f"  {'reused (already built)' if report.reused else 'built'}: {len(store)} of {store.n_sentences} sentences"
+        f" from {corpus.name} {corpus.split}, {store.num_layers} layers x {store.num_heads} heads,"
+        f" {store.manifest['store_dtype']}, {store.size_bytes() / 2**20:.1f} MiB on disk",
+    ]
+    if not report.reused:
+        lines.append(f"  extracted {report.extracted} sentences in {report.seconds:.1f} s"
+                     f" ({report.sentences_per_second:.1f} sentences/s)"
+                     + (f"; resumed after {report.resumed_from} already done" if report.resumed_from else ""))
+    skipped = store.skipped
+    if skipped:
+        kinds: dict[str, int] = {}
+        for s in skipped:
+            kinds[s["kind"]] = kinds.get(s["kind"], 0) + 1
+        lines.append(f"  skipped {len(skipped)}: " + ", ".join(f"{v} {k}" for k, v in kinds.items()))
+        for s in skipped[:5]:
+            lines.append(f"    sentence {s['id']}: {s['reason']}")
+    if corpus.skipped:
+        lines.append(f"  malformed sentences skipped while reading (data.strict=false): {len(corpus.skipped)} "
+                     + str(corpus.skip_summary()))
+        for s in corpus.skipped[:5]:
+            lines.append(f"    {s}")
+    return "\n".join(lines)
+
+
+def load_main_corpus(cfg: Any) -> Corpus:
+    corpus = load_corpus(cfg.data)
+    if corpus.skipped:
+        log.warning("data.strict=false: skipped %d malformed sentences %s", len(corpus.skipped),
+                    corpus.skip_summary())
+    return corpus
+
+
+def task_extract(cfg: Any, out_dir: Path, tracker: Tracker) -> dict:
+    corpus = load_main_corpus(cfg)
+    report = ensure_store(cfg.model, corpus, cfg.extract)
+    log.info(describe_store(report, corpus))
+    return {"store": str(report.store.dir), "sentences": len(report.store), "skipped": len(report.store.skipped),
+            "malformed_skipped": len(corpus.skipped), "store_mb": report.store.size_bytes() / 2**20,
+            "reused": report.reused}
+
+
+def task_heads(cfg: Any, out_dir: Path, tracker: Tracker) -> dict:
+    from probing.analysis.task import run_heads
+
+    corpus = load_main_corpus(cfg)
+    report = ensure_store(cfg.model, corpus, cfg.extract)
+    log.info(describe_store(report, corpus))
+    return run_heads(cfg, corpus, report.store, out_dir, tracker)
+
+
+def task_probe(cfg: Any, out_dir: Path, tracker: Tracker) -> dict:
+    from probing.probes.task import run_probe
+
+    return run_probe(cfg, out_dir, tracker)
+
+
+def task_inspect(cfg: Any, out_dir: Path, tracker: Tracker) -> dict:
+    from probing.report.inspect import run_inspect
+
+    return run_inspect(cfg, out_dir)
+
+
+TASKS: dict[str, Callable[[Any, Path, Tracker], dict]] = {
+    "extract": task_extract, "heads": task_heads, "probe": task_probe, "inspect": task_inspect,
+}
+
+
+def run(cfg: DictConfig, out_dir: Path, job_name: Optional[str] = None) -> dict:
+    """Run the task ``cfg.task.name`` into ``out_dir``; returns the headline metrics."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    task = getattr(cfg.task.name, "value", cfg.task.name)
+    container = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    tracker = make_tracker(cfg.logger, container, out_dir, job_name)
+    ok = False
+    start = time.perf_counter()
+    try:
+        metrics = TASKS[task](cfg, out_dir, tracker)
+        metrics = {"task": task, **metrics, "seconds": round(time.perf_counter() - start, 3)}
+        write_json(out_dir / "metrics.json", metrics)
+        write_run_meta(out_dir, task=task, config=container)
+        tracker.log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float, str, bool))})
+        ok = True
+        return metrics
+    finally:
+        try:
+            tracker.finish(ok)
+        except Exception as e:  # noqa: BLE001
+            log.warning("tracker finish failed: %s", e)

