@@ -1,0 +1,244 @@
+"""The wandb tracker: an offline run inside the run dir, read back from wandb's own files; a broken wandb
+never fails a run."""
+
+from __future__ import annotations
+
+import json
+import logging
+import struct
+import sys
+import types
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from omegaconf import OmegaConf
+
+from probing.config import LoggerConfig, RunConfig
+from probing.tracking import NoTracker, make_tracker
+
+
+@pytest.fixture
+def wandb_env(tmp_path, monkeypatch):
+    """Keep wandb's own caches and settings in the test's temp dir, and let the config pick the mode."""
+    for var in ("WANDB_MODE", "WANDB_DISABLED", "WANDB_RUN_ID", "WANDB_RUN_GROUP", "WANDB_PROJECT", "WANDB_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    for var, sub in (("WANDB_CONFIG_DIR", "config"), ("WANDB_CACHE_DIR", "cache"), ("WANDB_DATA_DIR", "data")):
+        monkeypatch.setenv(var, str(tmp_path / "wandb_home" / sub))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.setenv("WANDB_START_METHOD", "thread")
+    return tmp_path
+
+
+def offline_records(run_file: Path) -> list:
+    """The protobuf records of a ``run-*.wandb`` file (a LevelDB-style log: 7-byte file header, then
+    32 KiB blocks of chunks with a 7-byte header: crc32, length, type FULL=1/FIRST=2/MIDDLE=3/LAST=4)."""
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    data = run_file.read_bytes()
+    assert data[:4] == b":W&B"
+    pos, block, pending, out = 7, 32768, b"", []
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # a block's tail too short for a header is padding
+            pos += block - pos % block
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        pos += 7
+        chunk, pos = data[pos:pos + length], pos + length
+        if kind == 0 and length == 0:
+            continue
+        if kind in (1, 2):
+            pending = chunk
+        else:
+            pending += chunk
+        if kind in (1, 4):
+            rec = pb.Record()
+            rec.ParseFromString(pending)
+            out.append(rec)
+    return out
+
+
+def summary_of(records: list) -> dict:
+    summary: dict = {}
+    for rec in records:
+        if rec.WhichOneof("record_type") == "summary":
+            for item in rec.summary.update:
+                key = "/".join(item.nested_key) if item.nested_key else item.key
+                summary[key] = json.loads(item.value_json)
+    return summary
+
+
+def heads_frame(n_rows: int = 4) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({
+        "model": "minilm", "corpus": "grammar", "split": "dev", "label_set": "as_is",
+        "relation": ["nsubj", "det", "obl", "nmod:poss"] * (n_rows // 4),
+        "direction": "dep_to_head", "layer": np.arange(n_rows) % 6, "head": np.arange(n_rows) % 12,
+        "n": 10, "correct": np.arange(n_rows) % 11, "accuracy": rng.random(n_rows),
+        "ci_low": 0.1, "ci_high": np.nan,
+    })
+
+
+def test_offline_run_lands_in_the_run_dir_with_summary_config_and_tables(wandb_env):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir = wandb_env / "results" / "exp" / "2026-01-01_00-00-00"
+    out_dir.mkdir(parents=True)
+    # a table and a figure the task writes but does not log: finish() mirrors them
+    pd.DataFrame({"layer": [0, 1], "head": [0, 0], "metric": ["cls", "cls"], "value": [0.5, 0.25]}).to_csv(
+        out_dir / "patterns.csv", index=False)
+    fig, ax = plt.subplots(figsize=(1, 1))
+    ax.plot([0, 1])
+    (out_dir / "figures").mkdir()
+    fig.savefig(out_dir / "figures" / "heads.png")
+    plt.close(fig)
+
+    config = {"experiment_name": "exp", "task": {"name": "heads"}, "model": {"name": "minilm"}}
+    tracker = make_tracker(LoggerConfig(name="wandb", mode="offline"), config, out_dir, None)
+    assert type(tracker).__name__ == "WandbTracker"
+    heads = heads_frame()
+    big = heads_frame(12_000)  # above wandb's 10,000-row per-log limit: must still be logged whole
+    tracker.log_table("heads", heads)
+    tracker.log_table("heads_big", big)
+    tracker.log_metrics({"best": {"nsubj": {"dep_to_head": {"accuracy": 0.75, "layer": np.int64(3)}}},
+                         "selectivity": np.float32(0.5), "nan_metric": float("nan"), "task": "heads"})
+    tracker.finish(True)
+
+    runs = list((out_dir / "wandb").glob("offline-run-*"))
+    assert len(runs) == 1, "one offline run, inside the run dir"
+    records = offline_records(next(runs[0].glob("run-*.wandb")))
+    run_rec = next(r.run for r in records if r.WhichOneof("record_type") == "run")
+    assert run_rec.run_group == "exp"
+    assert run_rec.project == "probing"
+    cfg = {u.key: json.loads(u.value_json) for u in run_rec.config.update}
+    assert cfg["model"] == {"name": "minilm"} and cfg["run_dir"] == str(out_dir)
+
+    summary = summary_of(records)
+    assert summary["best/nsubj/dep_to_head/accuracy"] == 0.75
+    assert summary["best/nsubj/dep_to_head/layer"] == 3
+    assert summary["selectivity"] == 0.5
+    assert summary["task"] == "heads"
+    for key, rows in (("heads", 4), ("heads_big", 12_000), ("patterns", 2)):
+        assert summary[f"{key}/_type"] == "table-file" and summary[f"{key}/nrows"] == rows, key
+    assert summary["figures/figures/heads/_type"] == "image-file"
+    exits = [r.exit.exit_code for r in records if r.WhichOneof("record_type") == "exit"]
+    assert exits == [0]
+
+    tables = {p.name.split("_")[0] if not p.name.startswith("heads_big") else "heads_big": p
+              for p in (runs[0] / "files" / "media" / "table").glob("*.table.json")}
+    got = json.loads(tables["heads"].read_text())
+    assert got["columns"] == list(heads.columns)
+    assert [row[got["columns"].index("accuracy")] for row in got["data"]] == pytest.approx(heads["accuracy"].tolist())
+    assert got["data"][0][got["columns"].index("relation")] == "nsubj"
+    assert len(json.loads(tables["heads_big"].read_text())["data"]) == 12_000
+    assert json.loads(tables["patterns"].read_text())["data"] == [[0, 0, "cls", 0.5], [1, 0, "cls", 0.25]]
+    assert list((runs[0] / "files" / "media" / "images").rglob("*.png")), "the figure is logged as an image"
+
+
+def test_sweep_jobs_are_grouped_by_experiment_and_sweep_dir(wandb_env):
+    from probing.wandb_tracker import run_group
+
+    job = wandb_env / "results" / "layers" / "multirun" / "2026-01-01_00-00-00" / "3"
+    assert run_group({"experiment_name": "layers"}, job, multirun=True) == "layers/2026-01-01_00-00-00"
+    assert run_group({"experiment_name": "layers"}, job.parent, multirun=False) == "layers"
+
+
+def test_missing_wandb_gives_no_tracker_and_a_warning(wandb_env, monkeypatch, caplog):
+    monkeypatch.setitem(sys.modules, "wandb", None)  # "import wandb" raises ImportError
+    with caplog.at_level(logging.WARNING):
+        tracker = make_tracker(LoggerConfig(name="wandb"), {}, wandb_env / "run", None)
+    assert isinstance(tracker, NoTracker)
+    assert "wandb could not start" in caplog.text
+
+
+class _Broken:
+    """A wandb whose run starts but then fails at every call (a crashed service, a full disk...)."""
+
+    def __init__(self, fail_init: bool = False):
+        self.fail_init = fail_init
+        self.calls: list[str] = []
+
+    def module(self) -> types.ModuleType:
+        mod = types.ModuleType("wandb")
+        outer = self
+
+        class Run:
+            dir = "/nonexistent/files"
+            offline = True
+
+            class summary:  # noqa: N801
+                @staticmethod
+                def update(_):
+                    outer.calls.append("summary")
+                    raise RuntimeError("wandb service crashed")
+
+            def log(self, _data, **_kw):
+                outer.calls.append("log")
+                raise BrokenPipeError("wandb service crashed")
+
+            def finish(self, exit_code=0):
+                outer.calls.append(f"finish:{exit_code}")
+                raise RuntimeError("wandb service crashed")
+
+        def init(**_kw):
+            if outer.fail_init:
+                raise RuntimeError("api_key not configured (no-tty)")
+            return Run()
+
+        mod.init = init
+        mod.Settings = lambda **kw: kw
+        mod.Table = type("Table", (), {"MAX_ROWS": 10, "__init__": lambda self, dataframe=None: None})
+        mod.Image = lambda path: path
+        mod.Html = lambda text: text
+        return mod
+
+
+@pytest.mark.parametrize("fail_init", [False, True])
+def test_a_broken_wandb_does_not_fail_the_run(wandb_env, monkeypatch, caplog, fail_init):
+    import probing.pipeline as pipeline
+
+    broken = _Broken(fail_init)
+    monkeypatch.setitem(sys.modules, "wandb", broken.module())
+
+    def fake_task(cfg, out_dir, tracker):
+        tracker.log_table("heads", heads_frame())
+        (out_dir / "heads.csv").write_text("a\n1\n")
+        return {"best": 0.5}
+
+    monkeypatch.setitem(pipeline.TASKS, "extract", fake_task)
+    cfg = OmegaConf.structured(RunConfig)
+    cfg.task.name = "extract"
+    cfg.logger.name = "wandb"
+    out_dir = wandb_env / "run"
+    with caplog.at_level(logging.WARNING):
+        metrics = pipeline.run(cfg, out_dir)
+    assert metrics["best"] == 0.5
+    assert json.loads((out_dir / "metrics.json").read_text())["best"] == 0.5
+    if fail_init:
+        assert "wandb could not start" in caplog.text and broken.calls == []
+    else:
+        # the task's table, the metrics, the mirrored heads.csv, then finish with exit code 0: all failed, all warned
+        assert broken.calls[0] == "log" and "summary" in broken.calls and broken.calls[-1] == "finish:0"
+        assert "wandb: could not log table 'heads'" in caplog.text and "wandb: finish failed" in caplog.text
+
+
+def test_failed_task_finishes_the_wandb_run_with_exit_code_1(wandb_env, monkeypatch):
+    import probing.pipeline as pipeline
+
+    broken = _Broken()
+    monkeypatch.setitem(sys.modules, "wandb", broken.module())
+
+    def failing_task(cfg, out_dir, tracker):
+        raise ValueError("bad input")
+
+    monkeypatch.setitem(pipeline.TASKS, "extract", failing_task)
+    cfg = OmegaConf.structured(RunConfig)
+    cfg.task.name = "extract"
+    cfg.logger.name = "wandb"
+    with pytest.raises(ValueError, match="bad input"):
+        pipeline.run(cfg, wandb_env / "run")
+    assert broken.calls[-1] == "finish:1"
