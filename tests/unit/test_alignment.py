@@ -1,0 +1,102 @@
+"""Word-piece -> word pooling on hand-worked examples, and properties on random segmentations."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from probing.alignment import piece_positions, pool_attention, pool_one
+
+# [CLS] a b1 b2 c [SEP]: word "b" is split in two pieces; positions: CLS=0 a=1 b=2 c=3 SEP=4
+WORD_IDS = [None, 0, 1, 1, 2, None]
+A = torch.tensor([
+    [0.50, 0.10, 0.10, 0.10, 0.10, 0.10],
+    [0.10, 0.20, 0.30, 0.10, 0.20, 0.10],
+    [0.00, 0.40, 0.20, 0.20, 0.10, 0.10],
+    [0.20, 0.20, 0.00, 0.40, 0.10, 0.10],
+    [0.10, 0.10, 0.50, 0.10, 0.10, 0.10],
+    [0.30, 0.00, 0.30, 0.00, 0.20, 0.20],
+])
+
+
+def test_piece_positions_keeps_special_tokens():
+    pos, m, prefix = piece_positions(WORD_IDS, 6)
+    assert pos == [0, 1, 2, 2, 3, 4]
+    assert (m, prefix) == (5, 1)
+
+
+def test_mean_sum_pooling_hand_worked():
+    out = pool_one(A[None, None], WORD_IDS, "mean_sum")[0, 0].numpy()
+    # row of "a" (piece 1): columns of b summed: 0.30 + 0.10
+    np.testing.assert_allclose(out[1], [0.10, 0.20, 0.40, 0.20, 0.10], atol=1e-6)
+    # row of "b" = mean of piece rows 2 and 3, then b's columns summed
+    row2 = np.array([0.00, 0.40, 0.20 + 0.20, 0.10, 0.10])
+    row3 = np.array([0.20, 0.20, 0.00 + 0.40, 0.10, 0.10])
+    np.testing.assert_allclose(out[2], (row2 + row3) / 2, atol=1e-6)
+    np.testing.assert_allclose(out[2], [0.10, 0.30, 0.40, 0.10, 0.10], atol=1e-6)
+    np.testing.assert_allclose(out[4], [0.30, 0.00, 0.30, 0.20, 0.20], atol=1e-6)
+    np.testing.assert_allclose(out.sum(-1), 1.0, atol=1e-6)
+
+
+def test_first_pooling_hand_worked():
+    out = pool_one(A[None, None], WORD_IDS, "first")[0, 0].numpy()
+    # row of "b" is its first piece's row (piece 2); column of b is its first piece's column; renormalised
+    raw = np.array([0.00, 0.40, 0.20, 0.10, 0.10])
+    np.testing.assert_allclose(out[2], raw / raw.sum(), atol=1e-6)
+    raw_a = np.array([0.10, 0.20, 0.30, 0.20, 0.10])
+    np.testing.assert_allclose(out[1], raw_a / raw_a.sum(), atol=1e-6)
+    np.testing.assert_allclose(out.sum(-1), 1.0, atol=1e-6)
+
+
+def test_split_word_on_the_attending_side_only():
+    # "x y1 y2": y is split; attention from y averages its two rows
+    a = torch.tensor([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.5, 0.5, 0.0]])
+    out = pool_one(a[None, None], [0, 1, 1], "mean_sum")[0, 0].numpy()
+    np.testing.assert_allclose(out, [[1.0, 0.0], [0.25, 0.75]], atol=1e-6)
+
+
+@st.composite
+def segmentation(draw):
+    n_words = draw(st.integers(1, 6))
+    pieces = [draw(st.integers(1, 3)) for _ in range(n_words)]
+    word_ids = [None] + [w for w, k in enumerate(pieces) for _ in range(k)] + [None]
+    t = len(word_ids)
+    seed = draw(st.integers(0, 2**16))
+    return word_ids, t, seed
+
+
+@settings(max_examples=60, deadline=None)
+@given(segmentation(), st.sampled_from(["mean_sum", "first"]))
+def test_pooled_rows_sum_to_one(seg, pooling):
+    word_ids, t, seed = seg
+    g = torch.Generator().manual_seed(seed)
+    a = torch.softmax(torch.randn(2, 3, t, t, generator=g), -1)
+    out = pool_one(a, word_ids, pooling)
+    m = len(set(w for w in word_ids if w is not None)) + 2
+    assert tuple(out.shape) == (2, 3, m, m)
+    np.testing.assert_allclose(out.sum(-1).numpy(), 1.0, atol=1e-5)
+
+
+@settings(max_examples=30, deadline=None)
+@given(segmentation(), segmentation())
+def test_batched_pooling_equals_single(seg1, seg2):
+    """Padding a shorter sentence in a batch changes nothing."""
+    singles, items = [], []
+    for word_ids, t, seed in (seg1, seg2):
+        g = torch.Generator().manual_seed(seed)
+        a = torch.softmax(torch.randn(1, 2, t, t, generator=g), -1)
+        singles.append(pool_one(a, word_ids, "mean_sum"))
+        items.append((a, piece_positions(word_ids, t)))
+    tmax = max(a.shape[-1] for a, _ in items)
+    mmax = max(p[1] for _, p in items)
+    batch = torch.zeros(2, 1, 2, tmax, tmax)
+    pos = torch.full((2, tmax), -1)
+    for b, (a, (p, m, _)) in enumerate(items):
+        t = a.shape[-1]
+        batch[b, :, :, :t, :t] = a
+        pos[b, :t] = torch.tensor(p)
+    pooled = pool_attention(batch, pos, mmax, "mean_sum")
+    for b, (single, (_, (p, m, _))) in enumerate(zip(singles, items)):
+        np.testing.assert_allclose(pooled[b, :, :, :m, :m].numpy(), single.numpy(), atol=1e-6)
