@@ -154,25 +154,35 @@ class ProbeConfig:
 
 @dataclass
 class InspectConfig:
+    """``task=inspect``: one sentence (``text``, or the top-level shorthand ``text=``), a file of sentences
+    (one a line; ``.conllu`` files bring gold trees), or ``data=... data.index=N``."""
+
     text: Optional[str] = None
     file: Optional[str] = None
-    bertviz: bool = True
-    png: bool = True
+    max_sentences: int = 20  # a file longer than this is cut (each sentence prints L x H lines)
+    bertviz: bool = True  # also write bertviz head/model views (they load d3 and jQuery from a CDN: online only)
+    png: bool = True  # a PNG grid of every head's word-level map
 
 
 @dataclass
 class LoggerConfig:
+    """Experiment tracker: ``none`` or ``wandb`` (one run per Hydra job, grouped by experiment / sweep)."""
+
     name: str = "none"  # none | wandb
-    mode: str = "offline"  # offline | online | disabled
+    mode: str = "offline"  # offline (lands in <run dir>/wandb; `wandb sync` later) | online | disabled
     project: str = "probing"
     entity: Optional[str] = None
-    group: Optional[str] = None
+    group: Optional[str] = None  # None: experiment_name, or experiment_name/<sweep dir> for a sweep's jobs
     tags: List[str] = field(default_factory=list)
 
 
 @dataclass
 class ReportConfig:
+    """The HTML dashboard written after ``task=heads`` (``probing-report DIR...`` writes it for any run)."""
+
     enabled: bool = True
+    file: str = "dashboard.html"  # relative to the run dir
+    top_k: int = 20  # rows of the best-heads table per run
 
 
 @dataclass
@@ -186,6 +196,7 @@ class RunConfig:
 
     experiment_name: str = "default"
     seed: int = 0
+    text: Optional[str] = None  # task=inspect shorthand: `probing task=inspect text="The cat sat on the mat."`
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
