@@ -1,0 +1,77 @@
+"""The `probing` command end to end: extraction runs, errors are one clear line, nothing half-written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def probing(*args: str, cwd: Path, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PROBING_CACHE_DIR": str(cwd / "cache"), **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "probing.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_extract_grammar_then_reuse(tmp_path):
+    r = probing("task=extract", "data.n_sentences=60", f"hydra.run.dir={tmp_path / 'run1'}", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "built: 60 of 60 sentences from grammar" in r.stdout
+    metrics = json.loads((tmp_path / "run1" / "metrics.json").read_text())
+    assert metrics["sentences"] == 60 and metrics["reused"] is False
+    store = Path(metrics["store"])
+    assert (store / "manifest.json").is_file() and store.parent == tmp_path / "cache"
+    assert (tmp_path / "run1" / ".hydra" / "config.yaml").is_file()
+    meta = json.loads((tmp_path / "run1" / "run_meta.json").read_text())
+    assert meta["versions"]["torch"] and meta["task"] == "extract"
+    r2 = probing("task=extract", "data.n_sentences=60", f"hydra.run.dir={tmp_path / 'run2'}", cwd=tmp_path)
+    assert r2.returncode == 0 and "reused (already built)" in r2.stdout
+
+
+@pytest.mark.slow
+def test_conllu_command_as_written(tmp_path, ewt_dir):
+    src = (ewt_dir / "en_ewt-ud-dev.conllu").read_text().split("\n\n")[:25]
+    f = tmp_path / "FILE.conllu"
+    f.write_text("\n\n".join(src) + "\n\n")
+    r = probing("task=extract", "model=minilm", "data=conllu", f"data.path={f}", f"hydra.run.dir={tmp_path / 'r'}",
+                cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "built: 25 of 25 sentences from FILE" in r.stdout
+
+
+def test_unreachable_model_is_one_line(tmp_path):
+    r = probing("task=extract", "model=bert_base_uncased", "data.n_sentences=5", f"hydra.run.dir={tmp_path / 'r'}",
+                cwd=tmp_path)
+    assert r.returncode == 2
+    err_lines = [line for line in (r.stdout + r.stderr).splitlines() if line.startswith("error:")]
+    assert len(err_lines) == 1 and "could not load model 'bert-base-uncased'" in err_lines[0]
+    assert "Traceback" not in r.stdout + r.stderr
+    assert not (tmp_path / "r" / "metrics.json").exists()
+
+
+def test_malformed_treebank_is_one_line(tmp_path):
+    f = tmp_path / "bad.conllu"
+    f.write_text("1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\tNN\t_\t5\troot\t_\t_\n\n")
+    r = probing("task=extract", "data=conllu", f"data.path={f}", f"hydra.run.dir={tmp_path / 'r'}", cwd=tmp_path)
+    assert r.returncode == 2
+    assert f"error: {f}:2: head 5 is out of range" in r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+
+
+def test_missing_ud_ewt_says_where_to_get_it(tmp_path):
+    r = probing("task=extract", "data=ud_ewt", f"data.dir={tmp_path / 'nowhere'}", f"hydra.run.dir={tmp_path / 'r'}",
+                cwd=tmp_path)
+    assert r.returncode == 2
+    assert "en_ewt-ud-dev.conllu: not found" in r.stdout + r.stderr and "UD_English-EWT" in r.stdout + r.stderr
+
+
+def test_config_typo_fails_at_start(tmp_path):
+    r = probing("task=extract", "extract.polling=first", cwd=tmp_path)
+    assert r.returncode != 0 and "Key 'polling' not in 'ExtractConfig'" in r.stderr
