@@ -1,0 +1,161 @@
+"""Views of the inspector: a PNG grid of every head's word-level map, an offline HTML page, bertviz pages."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+
+from probing.corpus import Sentence
+from probing.report.html import escape, figure_div, image_tag, page, write_page
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SentenceView:
+    """One inspected sentence: position labels, position-level maps ``(L, H, M, M)`` and the head choices."""
+
+    index: int
+    sentence: Sentence
+    source: str
+    labels: list[str]
+    prefix: int
+    maps: np.ndarray
+    choices: Any  # probing.report.inspect.Choices
+    png: Optional[Path]
+
+
+def png_grid(maps: np.ndarray, prefix: int, words: Sequence[str], choices: Any, path: Path, title: str) -> Path:
+    """Every head's word-level map (rows: query word, columns: attended word) in a layers x heads grid.
+
+    With a gold tree, a red dot marks the cells where the head's most-attended word is the gold head.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n_layers, n_heads = maps.shape[:2]
+    n = len(words)
+    w = np.asarray(maps, dtype=np.float32)[:, :, prefix:prefix + n, prefix:prefix + n]
+    cell = 0.34 + 0.09 * n
+    fig, axes = plt.subplots(n_layers, n_heads, figsize=(cell * n_heads + 0.6, cell * n_layers + 0.8),
+                             squeeze=False, gridspec_kw={"wspace": 0.05, "hspace": 0.12})
+    gold = choices.gold
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            ax = axes[layer, head]
+            ax.imshow(w[layer, head], cmap="Blues", vmin=0.0, vmax=1.0, interpolation="nearest")
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if gold is not None:
+                hit = np.flatnonzero(gold[layer, head])
+                ax.scatter(choices.word[layer, head, hit], hit, s=4, c="#d62728", marker="o", linewidths=0)
+                ax.set_title(f"L{layer} H{head}  {len(hit)}/{n - 1}", fontsize=6, pad=1.5)
+            else:
+                ax.set_title(f"L{layer} H{head}", fontsize=6, pad=1.5)
+            if head == 0:
+                ax.set_yticks(range(n))
+                ax.set_yticklabels(words, fontsize=4.5)
+            if layer == n_layers - 1:
+                ax.set_xticks(range(n))
+                ax.set_xticklabels(words, fontsize=4.5, rotation=90)
+    fig.suptitle(title + ("  (red dot: most-attended word is the gold head)" if gold is not None else ""),
+                 fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.tmp.png")
+    fig.savefig(tmp, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    tmp.replace(path)
+    return path
+
+
+def _choices_table(view: SentenceView) -> str:
+    """An HTML table: one row per head, one column per query word, the chosen position in each cell."""
+    ch, words, labels, prefix = view.choices, view.sentence.words, view.labels, view.prefix
+    n_layers, n_heads, n = ch.word.shape
+    head_row = "".join(f"<th>{escape(w)}</th>" for w in words)
+    gold_th = "<th>gold</th>" if ch.gold is not None else ""
+    rows = [f"<tr><th class='l'>head</th>{gold_th}{head_row}</tr>"]
+    if view.sentence.heads is not None:
+        gold_words = "".join(f"<td class='l'>{escape(words[h]) if h >= 0 else 'ROOT'}</td>"
+                             for h in view.sentence.heads)
+        rows.append(f"<tr><th class='l'>gold head</th><td></td>{gold_words}</tr>")
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            cells = []
+            for q in range(n):
+                pos, wd = int(ch.position[layer, head, q]), int(ch.word[layer, head, q])
+                text = escape(words[wd]) if pos - prefix == wd else f"{escape(labels[pos])} ({escape(words[wd])})"
+                cls = "l gold" if ch.gold is not None and ch.gold[layer, head, q] else "l"
+                cells.append(f"<td class='{cls}' title='weight {ch.weight[layer, head, q]:.3f}'>{text}</td>")
+            gold_td = f"<td>{int(ch.gold[layer, head].sum())}/{n - 1}</td>" if ch.gold is not None else ""
+            rows.append(f"<tr><td class='l'>L{layer} H{head}</td>{gold_td}{''.join(cells)}</tr>")
+    return "<table class='choices'>" + "".join(rows) + "</table>"
+
+
+def _head_view(view: SentenceView) -> Any:
+    """A plotly heatmap of one head's position-level map with a slider over all layers and heads."""
+    import plotly.graph_objects as go
+
+    maps = np.asarray(view.maps, dtype=np.float32)
+    n_layers, n_heads, m, _ = maps.shape
+    labels = view.labels
+    hover = [[f"{labels[q]} \u2192 {labels[k]}" for k in range(m)] for q in range(m)]
+    fig = go.Figure(go.Heatmap(
+        z=np.round(maps[0, 0], 4).tolist(), x=list(range(m)), y=list(range(m)), text=hover,
+        hovertemplate="%{text}<br>weight %{z:.3f}<extra></extra>", colorscale="Blues", zmin=0, zmax=1))
+    steps = [dict(method="update", label=f"L{layer}H{head}",
+                  args=[{"z": [np.round(maps[layer, head], 4).tolist()]},
+                        {"title.text": f"layer {layer}, head {head}"}])
+             for layer in range(n_layers) for head in range(n_heads)]
+    ticks = dict(tickmode="array", tickvals=list(range(m)), ticktext=labels)
+    fig.update_layout(
+        title=dict(text="layer 0, head 0"), height=520, width=620, margin=dict(l=90, r=20, t=50, b=150),
+        xaxis=dict(title="attended to (key)", side="bottom", **ticks),
+        yaxis=dict(title="query", autorange="reversed", **ticks),
+        sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="head "), pad=dict(t=70))])
+    return fig
+
+
+def write_html(views: Sequence[SentenceView], path: Path, model_name: str) -> Path:
+    """One offline page: per sentence the choices table, an interactive head view, and the PNG grid."""
+    parts = [f"<h1>Inspector: {escape(model_name)}</h1>",
+             "<p class='note'>Rows of a map are where a <i>query</i> word looks; columns are what it attends to. "
+             "Green cells: the most-attended word is the gold head. Special tokens are shown when they win, with "
+             "the best word in parentheses.</p>"]
+    for v in views:
+        parts.append(f"<h2>Sentence {v.index}: {escape(' '.join(v.sentence.words))}</h2>"
+                     f"<p class='note'>source: {escape(v.source)}</p>")
+        parts.append("<h3>Head view (all positions, specials included)</h3>" + figure_div(_head_view(v)))
+        if v.png is not None and Path(v.png).is_file():
+            parts.append("<h3>Model view (word-level maps of every head)</h3>" + image_tag(v.png, "all heads"))
+        parts.append("<h3>Most-attended position of each word, every head</h3>" + _choices_table(v))
+    return write_page(path, page(f"probing inspector: {model_name}", parts))
+
+
+def write_bertviz(views: Sequence[SentenceView], out_dir: Path) -> list[Path]:
+    """bertviz head and model views of the position-level maps. They load d3 and jQuery from cdnjs, so
+    they render only online; failures are warnings."""
+    try:
+        import torch
+        from bertviz import head_view, model_view
+    except Exception as e:  # noqa: BLE001 - optional extra
+        log.warning("bertviz views skipped (%s)", e)
+        return []
+    written = []
+    for v in views:
+        attention = [torch.from_numpy(np.asarray(v.maps[layer], dtype=np.float32))[None]
+                     for layer in range(v.maps.shape[0])]
+        for name, fn in (("head_view", head_view), ("model_view", model_view)):
+            try:
+                got = fn(attention, list(v.labels), html_action="return")
+                doc = getattr(got, "data", got)
+                written.append(write_page(out_dir / f"bertviz_{name}_{v.index}.html", str(doc)))
+            except Exception as e:  # noqa: BLE001 - bertviz's API changes between versions
+                log.warning("bertviz %s skipped (%s: %s)", name, type(e).__name__, e)
+    return written

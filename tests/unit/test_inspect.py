@@ -1,0 +1,101 @@
+"""The single-sentence inspector: argmax choices and gold marks on hand-made maps, sentence sources."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from probing.config import RunConfig
+from probing.report.inspect import (
+    best_heads, choices_table, format_choices, head_choices, sentences_to_inspect, split_words, with_seed_tree,
+)
+
+
+def hand_maps() -> np.ndarray:
+    """1 layer x 2 heads over [CLS] a b c [SEP] (prefix 1, 3 words). Rows sum to 1.
+
+    head 0: a looks at b (0.6), b looks at [SEP] (0.7) but among words at c (0.2), c looks at b (0.5).
+    head 1: every word looks at [CLS] (0.9); among words a->c, b->a, c->a (0.04 vs 0.03 vs 0.03).
+    """
+    m = np.zeros((1, 2, 5, 5), dtype=np.float32)
+    m[0, 0, 1] = [0.1, 0.1, 0.6, 0.1, 0.1]
+    m[0, 0, 2] = [0.0, 0.05, 0.05, 0.2, 0.7]
+    m[0, 0, 3] = [0.2, 0.1, 0.5, 0.1, 0.1]
+    m[0, 1, 1] = [0.9, 0.03, 0.03, 0.04, 0.0]
+    m[0, 1, 2] = [0.9, 0.04, 0.03, 0.03, 0.0]
+    m[0, 1, 3] = [0.9, 0.04, 0.03, 0.03, 0.0]
+    m[0, :, 0, 0] = m[0, :, 4, 4] = 1.0
+    return m
+
+
+def test_head_choices_pick_the_argmax_with_and_without_specials():
+    heads = (1, -1, 1)  # a <- b (root) -> c
+    ch = head_choices(hand_maps(), prefix=1, n=3, heads=heads)
+    assert ch.position.tolist() == [[[2, 4, 2], [0, 0, 0]]]  # positions: b, [SEP], b | [CLS] x3
+    assert ch.weight[0, 0].tolist() == pytest.approx([0.6, 0.7, 0.5])
+    assert ch.word.tolist() == [[[1, 2, 1], [2, 0, 0]]]  # words: b, c, b | c, a, a
+    # gold: a->b yes, b is the root (never), c->b yes; head 1: a->c no, b root, c->a no
+    assert ch.gold.tolist() == [[[True, False, True], [False, False, False]]]
+    assert best_heads(ch, k=2) == [(0, 0, 2), (0, 1, 0)]
+    assert head_choices(hand_maps(), prefix=1, n=3).gold is None
+
+
+def test_format_marks_gold_choices_and_names_winning_specials():
+    words, labels = ("a", "b", "c"), ["[CLS]", "a", "b", "c", "[SEP]"]
+    ch = head_choices(hand_maps(), 1, 3, (1, -1, 1))
+    lines = format_choices(words, labels, 1, ch)
+    assert len(lines) == 2
+    assert lines[0].endswith("gold 2/2 | a->b*  b->[SEP](c)  c->b*")
+    assert lines[1].endswith("gold 0/2 | a->[CLS](c)  b->[CLS](a)  c->[CLS](a)")
+    assert lines[0].startswith("L0  H0")
+    no_tree = format_choices(words, labels, 1, head_choices(hand_maps(), 1, 3))
+    assert no_tree[0].endswith("| a->b  b->[SEP](c)  c->b") and "gold" not in no_tree[0]
+
+
+def test_choices_table_is_tidy():
+    from probing.corpus import Sentence
+
+    s = Sentence("s", ("a", "b", "c"), (1, -1, 1), ("det", "root", "obj"))
+    ch = head_choices(hand_maps(), 1, 3, s.heads)
+    df = choices_table(0, s, ["[CLS]", "a", "b", "c", "[SEP]"], 1, ch)
+    assert len(df) == 1 * 2 * 3
+    row = df[(df["head"] == 0) & (df["query"] == 1)].iloc[0]
+    assert (row.choice_label, bool(row.choice_is_special), row.word_choice_word) == ("[SEP]", True, "c")
+    assert df.is_gold.sum() == 2
+
+
+def test_raw_text_matching_a_seed_sentence_gets_its_gold_tree():
+    assert split_words("The cat sat on the mat.") == ("The", "cat", "sat", "on", "the", "mat", ".")
+    assert split_words("It's a well-known fact!") == ("It's", "a", "well-known", "fact", "!")
+    s, source = with_seed_tree(split_words("the cat sat on the mat."), "x")
+    assert s.heads == (1, 2, -1, 5, 5, 2, 2) and s.relations[1] == "nsubj" and "grammar" in source
+    s2, _ = with_seed_tree(split_words("I am going to deposit my money at the bank."), "y")
+    assert s2.heads is not None and s2.relations[5] == "nmod:poss"
+    s3, source3 = with_seed_tree(split_words("A dog barked."), "z")
+    assert s3.heads is None and source3 == "text"
+
+
+def test_sentence_sources(tmp_path):
+    from probing.pipeline import ProbingError
+
+    cfg = OmegaConf.structured(RunConfig)
+    with pytest.raises(ProbingError, match="needs a sentence"):
+        sentences_to_inspect(cfg)
+    cfg.text = "The cat sat on the mat."
+    [(s, _)] = sentences_to_inspect(cfg)
+    assert s.heads is not None
+    cfg.text = None
+    f = tmp_path / "s.txt"
+    f.write_text("A dog barked.\n\nThe cat sat on the mat.\nOne more.\n")
+    cfg.inspect.file = str(f)
+    cfg.inspect.max_sentences = 2
+    got = sentences_to_inspect(cfg)
+    assert [x.words[1] for x, _ in got] == ["dog", "cat"] and got[1][0].heads is not None
+    cfg.inspect.file = None
+    cfg.data.index = 1  # the built-in grammar: the second seed sentence
+    [(s, source)] = sentences_to_inspect(cfg)
+    assert s.words[:3] == ("I", "am", "going") and s.heads is not None and "#1" in source
+    cfg.data.index = 10_000
+    with pytest.raises(ProbingError, match="data.index=10000"):
+        sentences_to_inspect(cfg)
