@@ -51,7 +51,7 @@ def test_unreachable_model_is_one_line(tmp_path):
                 cwd=tmp_path)
     assert r.returncode == 2
     err_lines = [line for line in (r.stdout + r.stderr).splitlines() if line.startswith("error:")]
-    assert len(err_lines) == 1 and "could not load model 'bert-base-uncased'" in err_lines[0]
+    assert len(err_lines) == 1 and "could not load model 'google-bert/bert-base-uncased'" in err_lines[0]
     assert "Traceback" not in r.stdout + r.stderr
     assert not (tmp_path / "r" / "metrics.json").exists()
 

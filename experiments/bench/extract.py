@@ -1,0 +1,148 @@
+"""Extraction benchmark: MiniLM on UD English EWT dev, three ways, side by side in one run.
+
+(a) the loop a user would write: one sentence at a time, word pooling by Python loops, maps kept in a list
+    and saved with numpy at the end;
+(b) the framework: ``probing.extract.extract`` into a fresh store on disk (float16, sharded, fsynced);
+(c) the model's forward pass alone on the same length-sorted batches, attention returned, nothing else.
+
+Each mode runs in its own subprocess so its peak RSS is its own. Usage:
+    HF_HUB_OFFLINE=1 python experiments/bench/extract.py [--dir ../shared/data/ud_english_ewt] [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def load(dir_: str, limit: int | None):
+    from probing.corpus import read_conllu
+
+    corpus = read_conllu(Path(dir_) / "en_ewt-ud-dev.conllu", split="dev")
+    return corpus.head(limit)
+
+
+def mode_user_loop(corpus, out: Path) -> int:
+    import numpy as np
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from probing.encoder import resolve_model_path
+
+    path = resolve_model_path("bundled:minilm")
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path, attn_implementation="eager").eval()
+    results = []
+    for s in corpus:
+        enc = tok(list(s.words), is_split_into_words=True, return_tensors="pt")
+        with torch.no_grad():
+            att = torch.stack(model(**enc, output_attentions=True).attentions, 1)[0].numpy()
+        word_ids = enc.word_ids(0)
+        groups: list[list[int]] = []
+        for t, w in enumerate(word_ids):
+            if w is None or t == 0 or word_ids[t - 1] != w:
+                groups.append([t])
+            else:
+                groups[-1].append(t)
+        m = len(groups)
+        word = np.zeros(att.shape[:2] + (m, m), dtype=np.float32)
+        for i, gi in enumerate(groups):
+            for j, gj in enumerate(groups):
+                total = 0.0
+                for p in gi:
+                    for q in gj:
+                        total = total + att[:, :, p, q]
+                word[:, :, i, j] = total / len(gi)
+        results.append(word.astype(np.float16))
+    np.savez(out / "user_loop.npz", *results)
+    return len(results)
+
+
+def mode_framework(corpus, out: Path) -> int:
+    from probing.config import ExtractConfig
+    from probing.encoder import Encoder
+    from probing.extract import extract
+
+    enc = Encoder.load("bundled:minilm", name="minilm")
+    r = extract(enc, corpus, ExtractConfig(cache_dir=str(out), progress=False))
+    return len(r.store)
+
+
+def mode_forward_only(corpus, out: Path) -> int:
+    import torch
+
+    from probing.config import ExtractConfig
+    from probing.encoder import Encoder
+    from probing.extract import _batches
+
+    cfg = ExtractConfig()
+    enc = Encoder.load("bundled:minilm", name="minilm")
+    items = sorted(enumerate(enc.tokenize([s.words for s in corpus])), key=lambda it: len(it[1].input_ids))
+    n = 0
+    for batch in _batches(items, cfg.batch_size, cfg.max_batch_tokens):
+        t = max(len(x.input_ids) for _, x in batch)
+        ids = torch.zeros((len(batch), t), dtype=torch.long)
+        mask = torch.zeros((len(batch), t), dtype=torch.long)
+        for b, (_, x) in enumerate(batch):
+            ids[b, : len(x.input_ids)] = torch.tensor(x.input_ids)
+            mask[b, : len(x.input_ids)] = 1
+        with torch.inference_mode():
+            enc.model(input_ids=ids, attention_mask=mask, output_attentions=True)
+        n += len(batch)
+    return n
+
+
+MODES = {"a_user_loop": mode_user_loop, "b_framework": mode_framework, "c_forward_only": mode_forward_only}
+
+
+def child(mode: str, dir_: str, limit: int | None) -> None:
+    corpus = load(dir_, limit)
+    with tempfile.TemporaryDirectory() as tmp:
+        start = time.perf_counter()
+        n = MODES[mode](corpus, Path(tmp))
+        seconds = time.perf_counter() - start
+    rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"mode": mode, "sentences": n, "seconds": seconds, "peak_rss_mb": rss_mb}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", default=str(REPO.parent / "shared" / "data" / "ud_english_ewt"))
+    ap.add_argument("--limit", type=int, default=None, help="first N sentences of dev (default: all 2,001)")
+    ap.add_argument("--repeat", type=int, default=2,
+                    help="runs of (c) and (b), alternating; the fastest of each is reported (default 2)")
+    ap.add_argument("--child", choices=list(MODES), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        child(args.child, args.dir, args.limit)
+        return
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    rows: dict[str, dict] = {}
+    order = ["c_forward_only", "b_framework"] * max(1, args.repeat) + ["a_user_loop"]
+    for mode in order:
+        cmd = [sys.executable, __file__, "--child", mode, "--dir", args.dir]
+        if args.limit:
+            cmd += ["--limit", str(args.limit)]
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"{mode:16s} {r['sentences']:6d} sentences {r['seconds']:8.2f} s "
+              f"{r['sentences'] / r['seconds']:8.1f} sentences/s  peak RSS {r['peak_rss_mb']:7.0f} MB", flush=True)
+        if mode not in rows or r["seconds"] < rows[mode]["seconds"]:
+            rows[mode] = r
+    a, b, c = (rows[m]["seconds"] for m in ("a_user_loop", "b_framework", "c_forward_only"))
+    print(f"best of {args.repeat}: (c) {c:.2f} s, (b) {b:.2f} s; (a) {a:.2f} s")
+    print(f"speed-up of the framework over the user loop (a/b): {a / b:.2f}x   (target >= 5x)")
+    print(f"framework time over forward-only time (b/c):        {b / c:.2f}x   (target <= 1.2x)")
+
+
+if __name__ == "__main__":
+    main()
