@@ -104,6 +104,20 @@ TASKS: dict[str, Callable[[Any, Path, Tracker], dict]] = {
 }
 
 
+REPORTED_TASKS = ("heads",)  # sweeps of probes get one dashboard from probing-report
+
+
+def _write_report(out_dir: Path, report_cfg: Any) -> None:
+    """The run's dashboard; a failure here is a warning, the run's tables stand."""
+    try:
+        from probing.report.dashboard import write_dashboard
+
+        path = write_dashboard([out_dir], out_dir / report_cfg.file)
+        log.info("dashboard: %s", path)
+    except Exception as e:  # noqa: BLE001 - the report must never cost the results
+        log.warning("could not write the dashboard (%s: %s)", type(e).__name__, e)
+
+
 def run(cfg: DictConfig, out_dir: Path, job_name: Optional[str] = None) -> dict:
     """Run the task ``cfg.task.name`` into ``out_dir``; returns the headline metrics."""
     out_dir = Path(out_dir)
@@ -118,6 +132,8 @@ def run(cfg: DictConfig, out_dir: Path, job_name: Optional[str] = None) -> dict:
         metrics = {"task": task, **metrics, "seconds": round(time.perf_counter() - start, 3)}
         write_json(out_dir / "metrics.json", metrics)
         write_run_meta(out_dir, task=task, config=container)
+        if task in REPORTED_TASKS and cfg.report.enabled:
+            _write_report(out_dir, cfg.report)
         tracker.log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float, str, bool))})
         ok = True
         return metrics
