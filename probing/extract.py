@@ -18,7 +18,7 @@ import numpy as np
 from filelock import FileLock
 
 from probing.alignment import pool_attention
-from probing.corpus import Corpus, Skip
+from probing.corpus import Corpus
 from probing.encoder import Encoder, Tokenized
 from probing.store import FORMAT_VERSION, AttentionStore, ShardWriter, atomic_write_json, complete_shards
 
@@ -131,10 +131,9 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: Any, key: str, inputs: dict, d
         tokenized = [t if isinstance(t, str) or len(t.input_ids) <= cfg.max_length
                      else f"too long: {len(t.input_ids)} word pieces > extract.max_length={cfg.max_length}"
                      for t in tokenized]
-    skipped = [
-        Skip(corpus.name, None, corpus[i].id, t, "too long" if t.startswith("too long") else "no word pieces")
-        for i, t in enumerate(tokenized) if isinstance(t, str)
-    ]
+    skipped_rows = [{"index": i, "id": corpus[i].id, "reason": t,
+                     "kind": "too long" if t.startswith("too long") else "no word pieces"}
+                    for i, t in enumerate(tokenized) if isinstance(t, str)]
     todo = [(i, t) for i, t in enumerate(tokenized) if not isinstance(t, str) and i not in done]
     todo.sort(key=lambda it: len(it[1].input_ids))
     if done:
@@ -154,8 +153,6 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: Any, key: str, inputs: dict, d
     finally:
         bar.close()
     seconds = time.perf_counter() - start
-    skipped_rows = [{"index": i, "id": s.sentence_id, "reason": s.reason, "kind": s.kind}
-                    for i, s in zip([i for i, t in enumerate(tokenized) if isinstance(t, str)], skipped)]
     manifest = {
         "format": FORMAT_VERSION,
         "key": key,

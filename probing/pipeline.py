@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from probing.corpus import Corpus, load_corpus
-from probing.encoder import Encoder, load_encoder, model_identity
+from probing.encoder import load_encoder, model_identity
 from probing.extract import ExtractReport, extract
 from probing.results import write_json, write_run_meta
 from probing.tracking import Tracker, make_tracker
