@@ -1,0 +1,274 @@
+"""Plotly figures of the dashboard: sources side by side in every figure, one colour scale per row.
+
+Each builder returns ``(title, figure, n_heatmaps)`` tuples; the page counts the heatmaps it expects.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+Fig = tuple[str, Any, int]
+
+LABEL_SETS = ("as_is", "base")
+DIRECTIONS = ("dep_to_head", "head_to_dep")
+PROBE_HEADLINE = ("accuracy", "control_accuracy", "selectivity", "uas", "las", "f1", "macro_f1")
+
+
+def grid(df: pd.DataFrame, value: str, n_layers: int, n_heads: int) -> np.ndarray:
+    """``(n_layers, n_heads)`` array of ``df[value]`` indexed by its layer and head columns (NaN elsewhere)."""
+    out = np.full((n_layers, n_heads), np.nan)
+    layer = df["layer"].to_numpy(dtype=int)
+    head = df["head"].to_numpy(dtype=int)
+    out[layer, head] = pd.to_numeric(df[value], errors="coerce").to_numpy(dtype=float)
+    return out
+
+
+def shape_of(df: pd.DataFrame) -> tuple[int, int]:
+    return int(df["layer"].max()) + 1, int(df["head"].max()) + 1
+
+
+def _heatmap(z: np.ndarray, coloraxis: str, hover: str, customdata: Optional[np.ndarray] = None) -> Any:
+    import plotly.graph_objects as go
+
+    return go.Heatmap(z=np.where(np.isfinite(z), np.round(z, 4), None).tolist(), coloraxis=coloraxis,
+                      customdata=None if customdata is None else customdata.tolist(),
+                      hovertemplate=hover + "<extra></extra>", xgap=1, ygap=1)
+
+
+def _axes(fig: Any, rows: int, cols: int, n_layers: int, n_heads: int) -> None:
+    for r in range(1, rows + 1):
+        for c in range(1, cols + 1):
+            fig.update_yaxes(autorange="reversed", title_text="layer" if c == 1 else None, dtick=1 if n_layers <= 12
+                             else 2, row=r, col=c)
+            fig.update_xaxes(title_text="head" if r == rows else None, dtick=1 if n_heads <= 12 else 2, row=r, col=c)
+
+
+def _relation_order(frames: Sequence[pd.DataFrame]) -> list[str]:
+    """Relations, most frequent first (by their largest count ``n`` in any source)."""
+    counts: dict[str, float] = {}
+    for df in frames:
+        per = df.groupby("relation")["n"].max() if "n" in df.columns else df.groupby("relation").size()
+        for rel, n in per.items():
+            counts[rel] = max(counts.get(rel, 0.0), float(n))
+    return sorted(counts, key=lambda r: (-counts[r], r))
+
+
+def heads_figures(sources: Sequence[Any]) -> list[Fig]:
+    """One figure per label set x relation: rows accuracy and gain over the best positional baseline,
+    columns direction x source. Base-label relations identical to an as-is relation are not repeated."""
+    from plotly.subplots import make_subplots
+
+    with_heads = [s for s in sources if s.heads is not None and len(s.heads)]
+    if not with_heads:
+        return []
+    out: list[Fig] = []
+    as_is_n: dict[str, tuple] = {}
+    for label_set in LABEL_SETS + tuple(sorted({ls for s in with_heads for ls in _label_sets(s.heads)}
+                                               - set(LABEL_SETS))):
+        frames = [(s, _label_set(s.heads, label_set)) for s in with_heads]
+        frames = [(s, df) for s, df in frames if len(df)]
+        if not frames:
+            continue
+        for rel in _relation_order([df for _, df in frames]):
+            per = [(s, df[df["relation"] == rel]) for s, df in frames]
+            per = [(s, df) for s, df in per if len(df)]
+            signature = tuple((s.label, int(df["n"].sum()) if "n" in df else len(df), round(df["accuracy"].sum(), 6))
+                              for s, df in per)
+            if label_set == "as_is":
+                as_is_n[rel] = signature
+            elif as_is_n.get(rel) == signature:
+                continue  # the base label equals the as-is label here: same numbers, not shown twice
+            dirs = [d for d in DIRECTIONS if any((df["direction"] == d).any() for _, df in per)]
+            dirs += sorted({d for _, df in per for d in df["direction"].unique()} - set(dirs))
+            has_base = all("baseline_accuracy" in df.columns for _, df in per)
+            metrics = ["accuracy"] + (["gain over baseline"] if has_base else [])
+            cols = [(d, s, df[df["direction"] == d]) for d in dirs for s, df in per]
+            cols = [c for c in cols if len(c[2])]
+            fig = make_subplots(rows=len(metrics), cols=len(cols), horizontal_spacing=0.03, vertical_spacing=0.12,
+                                subplot_titles=[f"{s.label}<br>{d} · {m}" for m in metrics for d, s, _ in cols])
+            count = 0
+            for r, metric in enumerate(metrics, start=1):
+                for c, (d, s, df) in enumerate(cols, start=1):
+                    n_layers, n_heads = shape_of(s.heads)
+                    acc = grid(df, "accuracy", n_layers, n_heads)
+                    extra = [grid(df, col, n_layers, n_heads) if col in df.columns else np.full_like(acc, np.nan)
+                             for col in ("ci_low", "ci_high", "n", "baseline_accuracy", "baseline_offset")]
+                    z = acc if metric == "accuracy" else acc - extra[3]
+                    hover = ("L%{y} H%{x}<br>" + metric + " %{z:.3f}<br>accuracy %{customdata[5]:.3f} "
+                             "[%{customdata[0]:.3f}, %{customdata[1]:.3f}]<br>n %{customdata[2]}<br>"
+                             "baseline %{customdata[3]:.3f} (offset %{customdata[4]})")
+                    custom = np.stack(extra + [acc], axis=-1)
+                    fig.add_trace(_heatmap(z, "coloraxis" if r == 1 else "coloraxis2", hover, custom), row=r, col=c)
+                    count += 1
+            _axes(fig, len(metrics), len(cols), *shape_of(per[0][0].heads))
+            fig.update_layout(
+                height=300 * len(metrics) + 40, margin=dict(l=50, r=80, t=70, b=40),
+                coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1,
+                               colorbar=dict(title="acc", len=0.9 / len(metrics), y=1, yanchor="top")),
+                coloraxis2=dict(colorscale="RdBu", cmid=0, reversescale=True,
+                                colorbar=dict(title="gain", len=0.45, y=0, yanchor="bottom")))
+            fig.update_annotations(font_size=11)
+            out.append((f"{rel} ({label_set})", fig, count))
+    return out
+
+
+def _label_sets(df: pd.DataFrame) -> list[str]:
+    return list(df["label_set"].unique()) if "label_set" in df.columns else ["as_is"]
+
+
+def _label_set(df: pd.DataFrame, label_set: str) -> pd.DataFrame:
+    if "label_set" not in df.columns:
+        return df if label_set == "as_is" else df.iloc[0:0]
+    return df[df["label_set"] == label_set]
+
+
+def best_heads(sources: Sequence[Any]) -> pd.DataFrame:
+    """Per source, label set, relation and direction: the head with the highest accuracy."""
+    rows = []
+    for s in sources:
+        if s.heads is None or not len(s.heads):
+            continue
+        df = s.heads.copy()
+        if "label_set" not in df.columns:
+            df["label_set"] = "as_is"
+        df = df[np.isfinite(pd.to_numeric(df["accuracy"], errors="coerce"))]
+        idx = df.groupby(["label_set", "relation", "direction"], sort=False)["accuracy"].idxmax()
+        best = df.loc[idx.to_numpy()].copy()
+        best.insert(0, "source", s.label)
+        if "baseline_accuracy" in best.columns:
+            best["gain"] = best["accuracy"] - best["baseline_accuracy"]
+        rows.append(best)
+    if not rows:
+        return pd.DataFrame()
+    keep = ["source", "label_set", "relation", "direction", "layer", "head", "accuracy", "ci_low", "ci_high",
+            "n", "baseline_offset", "baseline_accuracy", "gain"]
+    df = pd.concat(rows, ignore_index=True)
+    df = df[[c for c in keep if c in df.columns]]
+    sort = ["n", "accuracy"] if "n" in df.columns else ["accuracy"]
+    return df.sort_values(sort, ascending=False, kind="stable").reset_index(drop=True)
+
+
+def probe_figures(sources: Sequence[Any]) -> list[Fig]:
+    """Probe accuracy per layer with control accuracy and selectivity (lines), and layer x head heatmaps
+    of accuracy and selectivity for per-head jobs; one figure per probe kind, sources side by side."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    out: list[Fig] = []
+    with_probes = [s for s in sources if s.probes is not None and len(s.probes)]
+    kinds = sorted({str(k) for s in with_probes for k in (s.probes["probe"].dropna().unique()
+                                                         if "probe" in s.probes.columns else ["probe"])})
+    for kind in kinds:
+        per = []
+        for s in with_probes:
+            df = s.probes
+            df = df[df["probe"].astype(str) == kind] if "probe" in df.columns else df
+            df = df.assign(layer=pd.to_numeric(df.get("layer"), errors="coerce"),
+                           head=pd.to_numeric(df.get("head"), errors="coerce"),
+                           value=pd.to_numeric(df["value"], errors="coerce"))
+            if len(df):
+                per.append((s, df))
+        if not per:
+            continue
+        metrics = [m for m in PROBE_HEADLINE if any((df["metric"] == m).any() for _, df in per)]
+        # per-layer lines: per-layer jobs as they are; per-head jobs as the best head of each layer
+        fig = make_subplots(rows=1, cols=len(per), subplot_titles=[s.label for s, _ in per], shared_yaxes=True)
+        for c, (s, df) in enumerate(per, start=1):
+            layer_jobs = df[df["layer"].notna() & df["head"].isna()]
+            head_jobs = df[df["layer"].notna() & df["head"].notna()]
+            for i, m in enumerate(metrics):
+                if len(layer_jobs[layer_jobs["metric"] == m]):
+                    pts, how = layer_jobs[layer_jobs["metric"] == m].groupby("layer")["value"].mean(), "layer"
+                elif len(head_jobs[head_jobs["metric"] == m]):
+                    pts, how = head_jobs[head_jobs["metric"] == m].groupby("layer")["value"].max(), "best head"
+                else:
+                    continue
+                fig.add_trace(go.Scatter(x=pts.index, y=pts.values, mode="lines+markers", name=f"{m} ({how})",
+                                         legendgroup=m, showlegend=c == 1, line=dict(dash="dot" if "control" in m
+                                                                                    else "solid"),
+                                         marker_color=_COLOURS[i % len(_COLOURS)]), row=1, col=c)
+            everything = df[df["layer"].isna() & df["head"].isna()]
+            for m in ("accuracy", "selectivity"):
+                v = everything[everything["metric"] == m]["value"]
+                if len(v):
+                    fig.add_hline(y=float(v.iloc[0]), line_dash="dash", line_color="#888", row=1, col=c,
+                                  annotation_text=f"all heads: {m} {float(v.iloc[0]):.3f}")
+            fig.update_xaxes(title_text="layer", dtick=1, row=1, col=c)
+        fig.update_layout(height=360, margin=dict(l=50, r=30, t=60, b=40))
+        out.append((f"probe={kind}: accuracy, control and selectivity per layer", fig, 0))
+        heat = [(s, df[df["layer"].notna() & df["head"].notna()]) for s, df in per]
+        heat = [(s, df) for s, df in heat if len(df)]
+        hm = [m for m in ("accuracy", "uas", "selectivity") if any((df["metric"] == m).any() for _, df in heat)]
+        if heat and hm:
+            fig = make_subplots(rows=len(hm), cols=len(heat), subplot_titles=[f"{s.label} · {m}" for m in hm
+                                                                             for s, _ in heat])
+            count = 0
+            for r, m in enumerate(hm, start=1):
+                for c, (s, df) in enumerate(heat, start=1):
+                    sub = df[df["metric"] == m].groupby(["layer", "head"], as_index=False)["value"].mean()
+                    if not len(sub):
+                        continue
+                    z = grid(sub, "value", *shape_of(sub))
+                    axis = "coloraxis2" if m == "selectivity" else "coloraxis"
+                    fig.add_trace(_heatmap(z, axis, f"L%{{y}} H%{{x}}<br>{m} %{{z:.3f}}"), row=r, col=c)
+                    count += 1
+            _axes(fig, len(hm), len(heat), *shape_of(heat[0][1]))
+            fig.update_layout(height=300 * len(hm) + 40, margin=dict(l=50, r=80, t=60, b=40),
+                              coloraxis=dict(colorscale="Viridis", colorbar=dict(title="acc", len=0.45, y=1,
+                                                                                 yanchor="top")),
+                              coloraxis2=dict(colorscale="RdBu", cmid=0, reversescale=True,
+                                              colorbar=dict(title="sel.", len=0.45, y=0, yanchor="bottom")))
+            out.append((f"probe={kind}: one probe per head", fig, count))
+    return out
+
+
+_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2")
+
+
+def pattern_figures(sources: Sequence[Any]) -> list[Fig]:
+    """One figure per attention-pattern metric (attention to [CLS], [SEP], punctuation, next/previous
+    word, entropy...): layer x head heatmaps, sources side by side."""
+    from plotly.subplots import make_subplots
+
+    per = [s for s in sources if s.patterns is not None and len(s.patterns)]
+    metrics: list[str] = []
+    for s in per:
+        metrics += [m for m in s.patterns["metric"].astype(str).unique() if m not in metrics]
+    out: list[Fig] = []
+    for m in metrics:
+        cols = [(s, s.patterns[s.patterns["metric"].astype(str) == m]) for s in per]
+        cols = [(s, df.groupby(["layer", "head"], as_index=False)["value"].mean()) for s, df in cols if len(df)]
+        fig = make_subplots(rows=1, cols=len(cols), subplot_titles=[s.label for s, _ in cols])
+        for c, (s, df) in enumerate(cols, start=1):
+            fig.add_trace(_heatmap(grid(df, "value", *shape_of(df)), "coloraxis", f"L%{{y}} H%{{x}}<br>{m} %{{z:.3f}}"),
+                          row=1, col=c)
+        _axes(fig, 1, len(cols), *shape_of(cols[0][1]))
+        fig.update_layout(height=330, margin=dict(l=50, r=80, t=60, b=40),
+                          coloraxis=dict(colorscale="Magma", reversescale=True, colorbar=dict(title=m[:8])))
+        out.append((f"pattern: {m}", fig, len(cols)))
+    return out
+
+
+def mds_figures(sources: Sequence[Any]) -> list[Fig]:
+    """The MDS embedding of heads (from the analysis's head distances), coloured by layer."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    per = [s for s in sources if s.mds is not None and len(s.mds)]
+    if not per:
+        return []
+    fig = make_subplots(rows=1, cols=len(per), subplot_titles=[s.label for s in per])
+    for c, s in enumerate(per, start=1):
+        df = s.mds
+        fig.add_trace(go.Scatter(
+            x=df["x"], y=df["y"], mode="markers+text", text=[f"{int(a)}-{int(b)}" for a, b in zip(df["layer"], df["head"])],
+            textposition="top center", textfont=dict(size=8),
+            marker=dict(color=df["layer"], colorscale="Viridis", size=9, showscale=c == 1,
+                        colorbar=dict(title="layer")),
+            hovertemplate="L%{customdata[0]} H%{customdata[1]}<extra></extra>",
+            customdata=df[["layer", "head"]].to_numpy().tolist(), showlegend=False), row=1, col=c)
+    fig.update_layout(height=520, margin=dict(l=40, r=40, t=60, b=40))
+    return [("MDS of heads (label: layer-head)", fig, 0)]

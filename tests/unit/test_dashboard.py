@@ -1,0 +1,123 @@
+"""The dashboard on hand-made run dirs: best heads, heatmap counts and values, missing tables, the CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from probing.report import figures as F
+from probing.report.dashboard import main, write_dashboard
+from probing.report.sources import load_sources, mds_coordinates, patterns_long
+from probing.results import write_table
+
+
+def heads_table(model: str = "m", n_layers: int = 2, n_heads: int = 2) -> pd.DataFrame:
+    """accuracy = (layer * n_heads + head + 1) / 10 for nsubj dep_to_head; other groups offset by -0.05."""
+    rows = []
+    for label_set, rel, n in (("as_is", "nsubj", 50), ("as_is", "nmod:poss", 20), ("base", "nsubj", 50),
+                              ("base", "nmod", 20)):
+        for direction, shift in (("dep_to_head", 0.0), ("head_to_dep", -0.05)):
+            for layer in range(n_layers):
+                for head in range(n_heads):
+                    acc = (layer * n_heads + head + 1) / 10 + shift - (0.02 if rel.startswith("nmod") else 0)
+                    rows.append(dict(model=model, corpus="c", split="dev", label_set=label_set, relation=rel,
+                                     direction=direction, layer=layer, head=head, n=n, correct=round(acc * n),
+                                     accuracy=acc, ci_low=acc - 0.1, ci_high=acc + 0.1, baseline_offset=-1,
+                                     baseline_accuracy=0.25))
+    return pd.DataFrame(rows)
+
+
+def test_best_heads_picks_the_argmax_per_relation_and_direction(tmp_path):
+    src = load_sources_from({"heads": heads_table()}, tmp_path)[0]
+    best = F.best_heads([src])
+    assert len(best) == 8  # (as_is: nsubj, nmod:poss; base: nsubj, nmod) x 2 directions
+    row = best[(best.label_set == "as_is") & (best.relation == "nsubj") & (best.direction == "dep_to_head")].iloc[0]
+    assert (row.layer, row["head"]) == (1, 1) and row.accuracy == pytest.approx(0.4)
+    assert row.gain == pytest.approx(0.4 - 0.25)
+    assert best["n"].iloc[0] == 50  # most frequent relations first
+
+
+def test_heads_figures_count_values_and_skip_duplicate_base_labels(tmp_path):
+    a = load_sources_from({"heads": heads_table("a")}, tmp_path / "a")[0]
+    figs = F.heads_figures([a])
+    # as_is nsubj, as_is nmod:poss, base nmod (base nsubj has the same numbers as as_is nsubj: not repeated)
+    assert [t for t, _, _ in figs] == ["nsubj (as_is)", "nmod:poss (as_is)", "nmod (base)"]
+    assert [n for _, _, n in figs] == [4, 4, 4]  # (accuracy, gain) x 2 directions x 1 source
+    fig = figs[0][1]
+    acc, gain = fig.data[0], fig.data[2]  # dep_to_head accuracy, dep_to_head gain
+    assert np.array(acc.z, dtype=float) == pytest.approx(np.array([[0.1, 0.2], [0.3, 0.4]]))
+    assert np.array(gain.z, dtype=float) == pytest.approx(np.array([[0.1, 0.2], [0.3, 0.4]]) - 0.25)
+    assert acc.customdata[1][0][:3] == pytest.approx([0.2, 0.4, 50])  # ci_low, ci_high, n of L1 H0
+    b = load_sources_from({"heads": heads_table("b", n_layers=3, n_heads=2)}, tmp_path / "b")[0]
+    two = F.heads_figures([a, b])
+    assert [n for _, _, n in two] == [8, 8, 8]  # two runs side by side
+    assert np.array(two[0][1].data[1].z).shape == (3, 2)
+
+
+def test_missing_tables_degrade_and_the_page_counts_its_heatmaps(tmp_path):
+    run = tmp_path / "run"
+    write_table(heads_table(), run, "heads")
+    write_table(pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1], "cls": [0.5, 0.1, 0.2, 0.3],
+                              "entropy": [1.0, 2.0, 3.0, 4.0]}), run, "patterns")  # wide: melted
+    put_json(run / "metrics.json", {"task": "heads", "seconds": 1.5})
+    probe = tmp_path / "probe"
+    put_json(probe / "metrics.json", {"task": "probe", "probe": "relation", "layer": 1, "head": None,
+                                        "accuracy": 0.8, "control_accuracy": 0.5, "selectivity": 0.3})
+    out = write_dashboard([run, probe], tmp_path / "d.html")
+    html = out.read_text()
+    expected = 3 * 4 + 2  # heads figures + one patterns figure per metric (cls, entropy)
+    assert re.search(r"data-expected='(\d+)'", html).group(1) == str(expected)
+    assert "No MDS table in these runs" in html
+    assert "<script src=" not in html, "everything inline: the page opens with no network"
+    assert "table class='sortable'" in html and "nmod:poss" in html
+    assert html.count("Plotly.newPlot") == 3 + 2 + 1  # heads, patterns, the probe's per-layer figure
+
+
+def test_sweep_dirs_become_sources(tmp_path):
+    sweep = tmp_path / "multirun"
+    for job, layer in enumerate([0, 1]):
+        put_json(sweep / str(job) / "metrics.json",
+                   {"task": "probe", "probe": "relation", "layer": layer, "head": None, "accuracy": 0.5 + layer / 10,
+                    "control_accuracy": 0.4, "selectivity": 0.1 + layer / 10})
+    write_table(heads_table("x"), sweep / "2", "heads")
+    put_json(sweep / "2" / "metrics.json", {"task": "heads"})
+    sources = load_sources([sweep])
+    assert [s.heads is not None for s in sources] == [True, False]
+    probes = sources[1].probes
+    assert sorted(probes[probes.metric == "accuracy"]["value"]) == pytest.approx([0.5, 0.6])
+    figs = F.probe_figures(sources)
+    assert len(figs) == 1 and [list(t.y) for t in figs[0][1].data][0] == pytest.approx([0.5, 0.6])
+
+
+def test_table_shapes_are_recognised():
+    wide = pd.DataFrame({"layer": [0], "head": [1], "cls": [0.5], "sep": [0.25]})
+    assert sorted(patterns_long(wide)["metric"]) == ["cls", "sep"]
+    assert patterns_long(pd.DataFrame({"a": [1]})) is None
+    got = mds_coordinates(pd.DataFrame({"layer": [0], "head": [0], "mds_x": [1.0], "mds_y": [2.0]}))
+    assert (got.x.iloc[0], got.y.iloc[0]) == (1.0, 2.0)
+
+
+def test_cli_errors_and_default_output(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main([str(tmp_path / "nope")])
+    assert e.value.code == 2 and "not a run or sweep dir" in capsys.readouterr().err
+    run = tmp_path / "run"
+    write_table(heads_table(), run, "heads")
+    main([str(run)])
+    assert capsys.readouterr().out.strip() == str((run / "dashboard.html").resolve())
+
+
+def put_json(path, obj) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj))
+
+
+def load_sources_from(tables: dict, d):
+    for name, df in tables.items():
+        write_table(df, d, name, parquet=False)
+    put_json(d / "metrics.json", {"task": "heads"})
+    return load_sources([d])
