@@ -11,40 +11,37 @@ import torch
 POOLINGS = ("mean_sum", "first")
 
 
-def pooling_matrices(piece_position: torch.Tensor, n_positions: int, pooling: str = "mean_sum"
-                     ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Matrices ``F (B, M, T)`` and ``G (B, T, M)`` with word-level attention ``F @ A @ G``.
-
-    ``piece_position (B, T)`` gives the position of every piece (-1 for padding). With ``mean_sum``
-    (Clark et al. 2019) a position's row is the mean of its pieces' rows and its column the sum of its
-    pieces' columns; with ``first`` both come from the position's first piece (rows renormalised later).
-    """
-    if pooling not in POOLINGS:
-        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
-    valid = piece_position >= 0
-    onehot = torch.nn.functional.one_hot(piece_position.clamp(min=0), n_positions).to(torch.float32)
-    onehot = onehot * valid.unsqueeze(-1)  # (B, T, M)
-    if pooling == "first":
-        prev = torch.nn.functional.pad(piece_position, (1, 0), value=-2)[:, :-1]
-        first = (piece_position != prev) & valid
-        onehot = onehot * first.unsqueeze(-1)
-        return onehot.transpose(1, 2), onehot
-    counts = onehot.sum(1).clamp(min=1.0)  # (B, M)
-    return (onehot / counts.unsqueeze(1)).transpose(1, 2), onehot
-
-
 def pool_attention(attn: torch.Tensor, piece_position: torch.Tensor, n_positions: int,
                    pooling: str = "mean_sum") -> torch.Tensor:
     """Piece-level ``attn (B, L, H, T, T)`` -> position-level ``(B, L, H, M, M)`` in float32.
 
-    Padding pieces must carry -1 in ``piece_position``; their rows and columns are dropped.
+    ``piece_position (B, T)`` gives the position of every piece, -1 for padding (its rows and columns are
+    dropped). ``mean_sum`` (Clark et al. 2019): a position's column is the sum of its pieces' columns and its
+    row the mean of its pieces' rows. ``first``: both come from the position's first piece, rows renormalised.
+    Segment sums by scatter-add cost O(T^2) per map, where pooling matrices would cost O(M T^2).
     """
-    f, g = pooling_matrices(piece_position, n_positions, pooling)
-    a = attn.to(torch.float32)
-    out = torch.matmul(torch.matmul(f[:, None, None], a), g[:, None, None])
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    b, n_layers, n_heads, t, _ = attn.shape
+    valid = piece_position >= 0
+    keep = valid
     if pooling == "first":
-        out = out / out.sum(-1, keepdim=True).clamp(min=1e-12)
-    return out
+        prev = torch.nn.functional.pad(piece_position, (1, 0), value=-2)[:, :-1]
+        keep = valid & (piece_position != prev)
+    # dropped pieces (padding; non-first pieces under "first") go to a spare position M, cut at the end
+    idx = torch.where(keep, piece_position, torch.full_like(piece_position, n_positions))
+    a = attn.to(torch.float32)
+    m1 = n_positions + 1
+    cols = torch.zeros(b, n_layers, n_heads, t, m1, dtype=torch.float32, device=a.device)
+    cols.scatter_add_(-1, idx[:, None, None, None, :].expand(b, n_layers, n_heads, t, t), a)
+    rows = torch.zeros(b, n_layers, n_heads, m1, m1, dtype=torch.float32, device=a.device)
+    rows.scatter_add_(-2, idx[:, None, None, :, None].expand(b, n_layers, n_heads, t, m1), cols)
+    out = rows[..., :n_positions, :n_positions]
+    if pooling == "first":
+        return out / out.sum(-1, keepdim=True).clamp(min=1e-12)
+    counts = torch.zeros(b, m1, dtype=torch.float32, device=a.device)
+    counts.scatter_add_(1, idx, keep.to(torch.float32))
+    return out / counts[:, None, None, :n_positions, None].clamp(min=1.0)
 
 
 def piece_positions(word_ids: list, n_tokens: int) -> tuple[list[int], int, int]:
