@@ -211,7 +211,7 @@ def run_inspect(cfg: Any, out_dir: Path) -> dict:
         lines = header + format_choices(sentence.words, labels, prefix, ch)
         if best:
             lines.append("  heads choosing the gold head most often: "
-                         + ", ".join(f"L{l}H{h} {c}/{len(sentence) - 1}" for l, h, c in best))
+                         + ", ".join(f"L{la}H{h} {c}/{len(sentence) - 1}" for la, h, c in best))
         text_lines.extend(lines + [""])
         tables.append(choices_table(k, sentence, labels, prefix, ch))
         png = None

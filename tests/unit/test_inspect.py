@@ -8,7 +8,13 @@ from omegaconf import OmegaConf
 
 from probing.config import RunConfig
 from probing.report.inspect import (
-    best_heads, choices_table, format_choices, head_choices, sentences_to_inspect, split_words, with_seed_tree,
+    best_heads,
+    choices_table,
+    format_choices,
+    head_choices,
+    sentences_to_inspect,
+    split_words,
+    with_seed_tree,
 )
 
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import json
 import logging
-import struct
 import sys
 import types
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,6 +15,7 @@ from omegaconf import OmegaConf
 
 from probing.config import LoggerConfig, RunConfig
 from probing.tracking import NoTracker, make_tracker
+from probing.wandb_tracker import offline_records, offline_summary
 
 
 @pytest.fixture
@@ -29,44 +28,6 @@ def wandb_env(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_START_METHOD", "thread")
     return tmp_path
-
-
-def offline_records(run_file: Path) -> list:
-    """The protobuf records of a ``run-*.wandb`` file (a LevelDB-style log: 7-byte file header, then
-    32 KiB blocks of chunks with a 7-byte header: crc32, length, type FULL=1/FIRST=2/MIDDLE=3/LAST=4)."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    data = run_file.read_bytes()
-    assert data[:4] == b":W&B"
-    pos, block, pending, out = 7, 32768, b"", []
-    while pos + 7 <= len(data):
-        if block - pos % block < 7:  # a block's tail too short for a header is padding
-            pos += block - pos % block
-            continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        pos += 7
-        chunk, pos = data[pos:pos + length], pos + length
-        if kind == 0 and length == 0:
-            continue
-        if kind in (1, 2):
-            pending = chunk
-        else:
-            pending += chunk
-        if kind in (1, 4):
-            rec = pb.Record()
-            rec.ParseFromString(pending)
-            out.append(rec)
-    return out
-
-
-def summary_of(records: list) -> dict:
-    summary: dict = {}
-    for rec in records:
-        if rec.WhichOneof("record_type") == "summary":
-            for item in rec.summary.update:
-                key = "/".join(item.nested_key) if item.nested_key else item.key
-                summary[key] = json.loads(item.value_json)
-    return summary
 
 
 def heads_frame(n_rows: int = 4) -> pd.DataFrame:
@@ -117,7 +78,7 @@ def test_offline_run_lands_in_the_run_dir_with_summary_config_and_tables(wandb_e
     cfg = {u.key: json.loads(u.value_json) for u in run_rec.config.update}
     assert cfg["model"] == {"name": "minilm"} and cfg["run_dir"] == str(out_dir)
 
-    summary = summary_of(records)
+    summary = offline_summary(records)
     assert summary["best/nsubj/dep_to_head/accuracy"] == 0.75
     assert summary["best/nsubj/dep_to_head/layer"] == 3
     assert summary["selectivity"] == 0.5
