@@ -17,9 +17,11 @@ import pandas as pd
 
 log = logging.getLogger(__name__)
 
-# Table names the analysis may use for the MDS coordinates of heads (the first found wins).
+# Table names the analysis may use (the first found wins; then any table whose name contains "mds"/"pattern").
 MDS_TABLES = ("head_mds", "mds", "heads_mds", "head_distances_mds")
-PATTERN_TABLES = ("patterns", "attention_patterns")
+PATTERN_TABLES = ("patterns", "attention_patterns", "head_patterns")
+# Columns of a wide pattern table that count rows rather than measure a head.
+COUNT_COLUMNS = ("rows", "n", "count", "sentences")
 
 
 @dataclass
@@ -86,7 +88,8 @@ def patterns_long(df: Optional[pd.DataFrame]) -> Optional[pd.DataFrame]:
     if {"metric", "value"} <= set(df.columns):
         return df
     keys = [c for c in df.columns if c in ("model", "corpus", "split", "layer", "head")]
-    values = [c for c in df.columns if c not in keys and pd.api.types.is_numeric_dtype(df[c])]
+    values = [c for c in df.columns if c not in keys and c not in COUNT_COLUMNS
+              and pd.api.types.is_numeric_dtype(df[c])]
     return df.melt(id_vars=keys, value_vars=values, var_name="metric", value_name="value") if values else None
 
 
@@ -116,6 +119,12 @@ def probe_rows(run_dir: Path, metrics: dict) -> Optional[pd.DataFrame]:
     return pd.DataFrame(rows) if rows else None
 
 
+def _candidates(run_dir: Path, names: tuple[str, ...], part: str) -> list[str]:
+    """The known table names first, then any other table of the run dir whose name contains ``part``."""
+    found = sorted({p.stem for p in run_dir.glob(f"*{part}*.csv")} | {p.stem for p in run_dir.glob(f"*{part}*.parquet")})
+    return list(names) + [n for n in found if n not in names]
+
+
 def load_run(run_dir: Path) -> Source:
     """One run dir as a source."""
     config = _read_config(run_dir)
@@ -125,11 +134,11 @@ def load_run(run_dir: Path) -> Source:
     if src.heads is not None and not {"layer", "head", "relation", "direction", "accuracy"} <= set(src.heads.columns):
         src.notes.append("heads table without layer/head/relation/direction/accuracy columns: left out")
         src.heads = None
-    for name in PATTERN_TABLES:
+    for name in _candidates(run_dir, PATTERN_TABLES, "pattern"):
         src.patterns = patterns_long(_read_table(run_dir, name))
         if src.patterns is not None:
             break
-    for name in MDS_TABLES:
+    for name in _candidates(run_dir, MDS_TABLES, "mds"):
         src.mds = mds_coordinates(_read_table(run_dir, name))
         if src.mds is not None:
             break
