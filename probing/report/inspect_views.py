@@ -105,9 +105,13 @@ def _head_view(view: SentenceView) -> Any:
     maps = np.asarray(view.maps, dtype=np.float32)
     n_layers, n_heads, m, _ = maps.shape
     labels = view.labels
+    # open on the head that picks the gold head most often (L0 H0 without a tree)
+    gold = view.choices.gold
+    start = int(np.argmax(gold.sum(-1))) if gold is not None else 0
+    l0, h0 = divmod(start, n_heads)
     hover = [[f"{labels[q]} \u2192 {labels[k]}" for k in range(m)] for q in range(m)]
     fig = go.Figure(go.Heatmap(
-        z=np.round(maps[0, 0], 4).tolist(), x=list(range(m)), y=list(range(m)), text=hover,
+        z=np.round(maps[l0, h0], 4).tolist(), x=list(range(m)), y=list(range(m)), text=hover,
         hovertemplate="%{text}<br>weight %{z:.3f}<extra></extra>", colorscale="Blues", zmin=0, zmax=1))
     steps = [dict(method="update", label=f"L{layer}H{head}",
                   args=[{"z": [np.round(maps[layer, head], 4).tolist()]},
@@ -115,10 +119,10 @@ def _head_view(view: SentenceView) -> Any:
              for layer in range(n_layers) for head in range(n_heads)]
     ticks = dict(tickmode="array", tickvals=list(range(m)), ticktext=labels)
     fig.update_layout(
-        title=dict(text="layer 0, head 0"), height=520, width=620, margin=dict(l=90, r=20, t=50, b=150),
+        title=dict(text=f"layer {l0}, head {h0}"), height=520, width=620, margin=dict(l=90, r=20, t=50, b=150),
         xaxis=dict(title="attended to (key)", side="bottom", **ticks),
         yaxis=dict(title="query", autorange="reversed", **ticks),
-        sliders=[dict(active=0, steps=steps, currentvalue=dict(prefix="head "), pad=dict(t=70))])
+        sliders=[dict(active=start, steps=steps, currentvalue=dict(prefix="head "), pad=dict(t=70))])
     return fig
 
 
