@@ -134,22 +134,27 @@ class ProbeConfig:
     kind: ProbeKind = ProbeKind.relation
     layer: Optional[int] = None  # None: all layers
     head: Optional[int] = None  # None: every head of the selected layer(s)
-    neighbour_offsets: List[int] = field(default_factory=list)
+    feature_set: str = "both"  # both | forward (A[i,j]) | backward (A[j,i])
+    neighbour_offsets: List[int] = field(default_factory=list)  # also A[i,j+o], A[j,i+o]
     train_split: str = "train"
     eval_split: str = "dev"
-    C: float = 1.0
+    # single-split data (grammar, conllu, text, or train_split == eval_split): the last share is held out
+    eval_fraction: float = 0.2
+    # None: every training arc; else a seeded subsample of that many training arcs (relation, edge: gold arcs
+    # before negatives are drawn; arc: dependents, each with all its candidate heads)
+    max_train_arcs: Optional[int] = None
+    C: float = 1.0  # inverse L2 strength (scikit-learn's convention, also for the arc probe)
     max_iter: int = 1000
-    class_weight: Optional[str] = None
-    feature_set: str = "both"  # both | forward | backward
+    tol: float = 1e-6  # arc probe: L-BFGS gradient tolerance
+    class_weight: Optional[str] = None  # None | balanced
     control: bool = True
-    exclude_punct: bool = True
-    negatives_per_positive: int = 1
-    collapse_subtypes: bool = False
+    exclude_punct: bool = True  # punctuation dependents are neither trained on nor scored
+    punct_upos: List[str] = field(default_factory=lambda: ["PUNCT"])
+    collapse_subtypes: bool = False  # nmod:poss -> nmod
+    negatives_per_positive: int = 1  # edge probe
+    best_offset_max: int = 5  # arc probe baseline: offsets -k..k tried on train
+    skip_complete: bool = True  # a job whose run dir holds finished results for this config returns them
     seed: int = 0
-    # arc probe optimiser
-    epochs: int = 30
-    lr: float = 0.05
-    weight_decay: float = 0.0
 
 
 @dataclass

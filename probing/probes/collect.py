@@ -1,0 +1,212 @@
+"""``probing-collect <sweep dir> [--out DIR]``: merge a Hydra sweep's jobs into one tidy table + heatmaps.
+
+Every job dir (a folder with ``.hydra/overrides.yaml``) becomes one row per headline metric of its
+``metrics.json``, with the job's layer, head, probe kind, model and data, and one column per swept key
+(every key any job overrode). A job without ``metrics.json`` is listed in ``failed_jobs.csv`` with the last
+error line of its log, and the merge goes on. For each metric a layer x head heatmap is drawn (one per
+combination of the other swept keys).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import pandas as pd
+import yaml
+
+from probing.results import write_table
+
+log = logging.getLogger(__name__)
+
+# Override keys that the layer/head columns already carry.
+_AXES = {"probe.layer": "layer", "probe.head": "head"}
+# metrics.json entries that describe a run rather than measure it.
+_NOT_METRICS = {"layer", "head", "n_heads", "seconds", "probe_seconds", "best_offset", "n_iter"}
+
+
+def find_jobs(sweep_dir: Path) -> list[Path]:
+    """Job dirs under ``sweep_dir`` (any depth), in natural order of their names."""
+    dirs = {p.parent.parent for p in Path(sweep_dir).rglob(".hydra/overrides.yaml")}
+
+    def natural(p: Path) -> list:
+        return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(p.relative_to(sweep_dir)))]
+
+    return sorted(dirs, key=natural)
+
+
+def parse_overrides(lines: list[str]) -> dict[str, Any]:
+    """``["probe.layer=3", "+x=y"]`` -> ``{"probe.layer": 3, "x": "y"}`` (values typed as YAML reads them)."""
+    out: dict[str, Any] = {}
+    for line in lines:
+        key, _, value = str(line).partition("=")
+        key = key.lstrip("+~")
+        try:
+            out[key] = yaml.safe_load(value) if value != "" else None
+        except yaml.YAMLError:
+            out[key] = value
+    return out
+
+
+def _get(cfg: dict, dotted: str) -> Any:
+    node: Any = cfg
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def _failure_reason(job: Path) -> str:
+    """The last line that looks like an error in the job's logs (Hydra's and submitit's), if any."""
+    logs = sorted(job.glob("*.log")) + sorted(job.rglob(".submitit/**/*.err")) + sorted(job.rglob("*.err"))
+    last = ""
+    for path in logs:
+        try:
+            lines = [ln.strip() for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+        except OSError:
+            continue
+        errs = [ln for ln in lines if re.search(r"error|exception|traceback", ln, re.I)]
+        if errs:
+            return errs[-1][:300]
+        if lines:
+            last = lines[-1][:300]
+    return f"no metrics.json (last log line: {last})" if last else "no metrics.json and no log"
+
+
+def collect(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
+    """``(sweep table, failed jobs, swept keys)`` of a sweep dir."""
+    sweep_dir = Path(sweep_dir)
+    jobs = find_jobs(sweep_dir)
+    if not jobs:
+        raise FileNotFoundError(f"{sweep_dir}: no job dirs (folders with .hydra/overrides.yaml) found")
+    info = []
+    for job in jobs:
+        overrides = parse_overrides(yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text()) or [])
+        cfg_path = job / ".hydra" / "config.yaml"
+        cfg = yaml.safe_load(cfg_path.read_text()) if cfg_path.is_file() else {}
+        info.append((job, overrides, cfg or {}))
+    swept = sorted({k for _, ov, _ in info for k in ov})
+    rows, failed = [], []
+    for job, ov, cfg in info:
+        ident = {
+            "job": str(job.relative_to(sweep_dir)), "task": _get(cfg, "task.name"),
+            "probe": _get(cfg, "probe.kind"), "model": _get(cfg, "model.name"), "data": _get(cfg, "data.name"),
+            "layer": _get(cfg, "probe.layer"), "head": _get(cfg, "probe.head"),
+        }
+        ident.update({k: ov.get(k, _get(cfg, k)) for k in swept if k not in _AXES})
+        try:
+            metrics = json.loads((job / "metrics.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            failed.append({**ident, "job_dir": str(job), "reason": _failure_reason(job)})
+            continue
+        for name, value in metrics.items():
+            if name in _NOT_METRICS or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            rows.append({**ident, "metric": name, "value": float(value)})
+    table = _typed(pd.DataFrame(rows, columns=list(ident) + ["metric", "value"]) if rows else
+                   pd.DataFrame(columns=list(ident) + ["metric", "value"]))
+    failed_df = pd.DataFrame(failed, columns=list(ident) + ["job_dir", "reason"])
+    return table, _typed(failed_df), swept
+
+
+def _typed(df: pd.DataFrame) -> pd.DataFrame:
+    """Columns Parquet can hold: numbers stay numbers (nullable ints for layer/head), the rest strings."""
+    df = df.copy()
+    for col in df.columns:
+        if col in ("layer", "head"):
+            df[col] = pd.array(pd.to_numeric(df[col], errors="coerce"), dtype="Float64").astype("Int64")
+        elif col == "value":
+            df[col] = df[col].astype(float)
+        elif df[col].map(lambda v: v is None or isinstance(v, (int, float)) and not isinstance(v, bool)).all():
+            df[col] = pd.to_numeric(df[col], errors="coerce")
+        else:
+            df[col] = df[col].map(lambda v: None if v is None else str(v)).astype("string")
+    return df
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_")
+
+
+def heatmaps(table: pd.DataFrame, swept: list[str], out_dir: Path) -> list[Path]:
+    """One PNG per metric (and per combination of the other varying swept keys): layer rows x head columns,
+    a column ``all`` for jobs that used every head of a layer."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if table.empty or table["layer"].isna().all():
+        return []
+    out_dir.mkdir(parents=True, exist_ok=True)
+    # facet only by swept keys that vary (overrides.yaml also lists constants such as task=probe)
+    others = [k for k in swept if k not in _AXES and k in table.columns and table[k].nunique(dropna=False) > 1]
+    data = table[table["layer"].notna()].copy()
+    data["head_col"] = data["head"].map(lambda h: "all" if pd.isna(h) else int(h))
+    paths = []
+    groups = data.groupby(others, dropna=False) if others else [((), data)]
+    for key, part in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        suffix = "".join(f"__{_slug(f'{k}={v}')}" for k, v in zip(others, key))
+        for metric, m in part.groupby("metric", sort=True):
+            grid = m.pivot_table(index="layer", columns="head_col", values="value", aggfunc="mean")
+            cols = sorted([c for c in grid.columns if c != "all"]) + (["all"] if "all" in grid.columns else [])
+            grid = grid[cols].sort_index()
+            fig, ax = plt.subplots(figsize=(1.0 + 0.55 * len(cols), 1.0 + 0.45 * len(grid)))
+            im = ax.imshow(grid.to_numpy(dtype=float), aspect="auto", cmap="viridis")
+            ax.set_xticks(range(len(cols)), [str(c) for c in cols])
+            ax.set_yticks(range(len(grid)), [str(int(i)) for i in grid.index])
+            ax.set_xlabel("head")
+            ax.set_ylabel("layer")
+            title = metric + "".join(f"  {k}={v}" for k, v in zip(others, key))
+            ax.set_title(title, fontsize=9)
+            if grid.size <= 120:
+                for (r, c), v in pd.DataFrame(grid.to_numpy()).stack().items():
+                    ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=6, color="w")
+            fig.colorbar(im, ax=ax)
+            fig.tight_layout()
+            path = out_dir / f"heatmap_{_slug(metric)}{suffix}.png"
+            fig.savefig(path, dpi=110)
+            plt.close(fig)
+            paths.append(path)
+    return paths
+
+
+def write_collection(sweep_dir: Path, out_dir: Optional[Path] = None) -> dict[str, Any]:
+    """Collect ``sweep_dir`` into ``out_dir`` (default: the sweep dir); returns a summary."""
+    out_dir = Path(out_dir or sweep_dir)
+    table, failed, swept = collect(Path(sweep_dir))
+    write_table(table, out_dir, "sweep")
+    write_table(failed, out_dir, "failed_jobs")
+    figs = heatmaps(table, swept, out_dir / "figures")
+    n_jobs = table["job"].nunique() + len(failed)
+    return {"jobs": n_jobs, "complete": int(table["job"].nunique()), "failed": failed["job"].tolist(),
+            "rows": len(table), "swept": swept, "figures": [str(p) for p in figs], "out": str(out_dir)}
+
+
+def main(argv: Optional[list[str]] = None) -> None:
+    """Command line: ``probing-collect SWEEP_DIR [--out DIR]``."""
+    ap = argparse.ArgumentParser(prog="probing-collect", description=__doc__.split("\n")[0])
+    ap.add_argument("sweep_dir", type=Path, help="a Hydra multirun dir (hydra.sweep.dir)")
+    ap.add_argument("--out", type=Path, default=None, help="where sweep.csv/.parquet and figures go "
+                                                           "(default: the sweep dir)")
+    args = ap.parse_args(argv)
+    try:
+        s = write_collection(args.sweep_dir, args.out)
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(f"{s['complete']} of {s['jobs']} jobs complete; {s['rows']} rows -> {s['out']}/sweep.csv, sweep.parquet")
+    print(f"swept keys: {', '.join(s['swept']) or '(none)'}; {len(s['figures'])} heatmaps in {s['out']}/figures")
+    if s["failed"]:
+        print(f"failed or incomplete ({len(s['failed'])}): {', '.join(s['failed'])} (see failed_jobs.csv)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""Edge probe: is there a dependency arc between words a and b (either direction)?
+
+Positives are the gold arcs as unordered pairs (a < b); negatives are pairs of the same sentence with no
+arc, drawn with the probe's seed, ``negatives_per_positive`` per positive (balanced by default). Features
+are ``A_k[a, b]`` (fwd: the left word looks right) and ``A_k[b, a]`` (bwd). Binary logistic regression;
+ROC-AUC and accuracy. The control task makes each unordered type pair an "arc" with the training share.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import accuracy_score, roc_auc_score
+
+from probing.probes.baselines import majority_accuracy
+from probing.probes.control import control_edges
+from probing.probes.data import ProbeResult, ProbeSplit, punct_tags, subsample_rows
+from probing.probes.features import HeadSelection, pair_features
+from probing.probes.pairs import Words, gold_arcs
+from probing.probes.relation import fit_quietly, make_classifier
+
+
+def edge_pairs(words: Words, exclude_punct: bool, negatives_per_positive: int, seed: int,
+               limit: int | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(sent, a, b, label, type_a, type_b)`` of positive and sampled negative pairs, a < b. With
+    ``limit``, a seeded subsample of the positives, and negatives drawn for those."""
+    all_arcs = gold_arcs(words, exclude_punct)
+    a_all, b_all = np.minimum(all_arcs.pos, all_arcs.head), np.maximum(all_arcs.pos, all_arcs.head)
+    arcs = all_arcs.take(subsample_rows(len(all_arcs), limit, seed))
+    a_pos, b_pos = np.minimum(arcs.pos, arcs.head), np.maximum(arcs.pos, arcs.head)
+    rng = np.random.default_rng(seed)
+    allowed = ~words.punct if exclude_punct else np.ones(len(words), dtype=bool)
+    # rows of one sentence are contiguous: split everything by sentence once
+    bounds = np.flatnonzero(np.diff(words.sent)) + 1
+    sent_rows = np.split(np.arange(len(words)), bounds)
+    sent_ids = words.sent[np.concatenate([[0], bounds])]
+    lo_all = np.searchsorted(all_arcs.sent, sent_ids, "left")
+    hi_all = np.searchsorted(all_arcs.sent, sent_ids, "right")
+    n_pos = np.searchsorted(arcs.sent, sent_ids, "right") - np.searchsorted(arcs.sent, sent_ids, "left")
+    neg_s, neg_a, neg_b = [], [], []
+    for rows, lo, hi, npos in zip(sent_rows, lo_all, hi_all, n_pos):  # one numpy step per sentence
+        ok = np.flatnonzero(allowed[rows])
+        if len(ok) < 2 or npos == 0:
+            continue
+        ia, ib = np.triu_indices(len(ok), 1)
+        pa, pb = ok[ia], ok[ib]
+        n = int(words.n[rows[0]])
+        is_arc = np.isin(pa * n + pb, a_all[lo:hi] * n + b_all[lo:hi])
+        pool = np.flatnonzero(~is_arc)
+        k = min(len(pool), int(npos) * negatives_per_positive)
+        if k == 0:
+            continue
+        pick = np.sort(rng.choice(pool, size=k, replace=False))
+        neg_s.append(np.full(k, words.sent[rows[0]]))
+        neg_a.append(pa[pick])
+        neg_b.append(pb[pick])
+    ns, na, nb = (np.concatenate(xs) if xs else np.zeros(0, dtype=np.int64) for xs in (neg_s, neg_a, neg_b))
+    sent = np.concatenate([arcs.sent, ns])
+    a, b = np.concatenate([a_pos, na]), np.concatenate([b_pos, nb])
+    label = np.concatenate([np.ones(len(arcs), dtype=np.int64), np.zeros(len(ns), dtype=np.int64)])
+    base = np.searchsorted(words.sent, sent, side="left")  # row of each pair's sentence's first word
+    return sent, a, b, label, words.word[base + a], words.word[base + b]
+
+
+def run_edge(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection) -> ProbeResult:
+    """Train on ``train``'s pairs, score on ``ev``'s: ROC-AUC, accuracy, majority baseline, control."""
+    if pcfg.negatives_per_positive < 1:
+        raise ValueError(f"probe.negatives_per_positive must be >= 1, got {pcfg.negatives_per_positive}")
+    sides = []
+    for k, split in enumerate((train, ev)):
+        s, a, b, y, ta, tb = edge_pairs(split.words(False, punct_tags(pcfg)), pcfg.exclude_punct,
+                                        pcfg.negatives_per_positive, pcfg.seed + k,
+                                        pcfg.max_train_arcs if k == 0 else None)
+        X, names = pair_features(split.store, s, a, b, sel, pcfg.feature_set, list(pcfg.neighbour_offsets))
+        sides.append((X, y, ta, tb))
+    (Xtr, ytr, tatr, tbtr), (Xte, yte, tate, tbte) = sides
+    if len(np.unique(ytr)) < 2 or len(np.unique(yte)) < 2:
+        raise ValueError("the edge probe needs both arcs and non-arcs in train and eval")
+    model, converged = fit_quietly(make_classifier(pcfg), Xtr, ytr)
+    score = model.predict_proba(Xte)[:, 1]
+    metrics: dict[str, Any] = {
+        "roc_auc": float(roc_auc_score(yte, score)),
+        "accuracy": float(accuracy_score(yte, model.predict(Xte))),
+        "majority_accuracy": majority_accuracy(ytr, yte),
+        "n_train": int(len(ytr)), "n_eval": int(len(yte)), "n_features": int(Xtr.shape[1]),
+        "positive_share_train": float(ytr.mean()), "converged": converged,
+    }
+    if pcfg.control:
+        ctr = control_edges(tatr, tbtr, float(ytr.mean()), pcfg.seed)
+        cte = control_edges(tate, tbte, float(ytr.mean()), pcfg.seed)
+        if len(np.unique(ctr)) == 2 and len(np.unique(cte)) == 2:
+            cmodel, cconv = fit_quietly(make_classifier(pcfg), Xtr, ctr)
+            metrics["control_roc_auc"] = float(roc_auc_score(cte, cmodel.predict_proba(Xte)[:, 1]))
+            metrics["control_accuracy"] = float(accuracy_score(cte, cmodel.predict(Xte)))
+            metrics["control_majority_accuracy"] = majority_accuracy(ctr, cte)
+            metrics["selectivity"] = metrics["accuracy"] - metrics["control_accuracy"]
+            metrics["control_converged"] = cconv
+    metrics["objective"] = metrics["roc_auc"]
+    weights = pd.DataFrame({"feature": names, "weight": model[-1].coef_[0]})
+    return ProbeResult(metrics, {"edge_weights": weights})

@@ -1,0 +1,152 @@
+"""Attention features of word pairs, gathered straight from the store's memory maps.
+
+A pair (sentence s, query word i, key word j) in head k has the features ``A_k[i, j]`` (forward: i looks
+at j) and ``A_k[j, i]`` (backward), optionally also at neighbouring keys ``A_k[i, j+o]`` / ``A_k[j, i+o]``.
+Every value is read with one fancy index per shard over precomputed flat offsets, so a job that selects one
+head touches only that head's entries: no loop over sentences, heads or words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+
+from probing.store import AttentionStore
+
+FEATURE_SETS = {"both": ("fwd", "bwd"), "forward": ("fwd",), "backward": ("bwd",)}
+
+
+@dataclass(frozen=True)
+class HeadSelection:
+    """The heads a probe reads: parallel ``(K,)`` arrays of layer and head indices."""
+
+    layers: np.ndarray
+    heads: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.layers)
+
+    @property
+    def labels(self) -> list[str]:
+        return [f"L{int(a)}H{int(b)}" for a, b in zip(self.layers, self.heads)]
+
+
+def select_heads(num_layers: int, num_heads: int, layer: Optional[int] = None,
+                 head: Optional[int] = None) -> HeadSelection:
+    """One head (layer and head set), one layer's heads (head None), head h of every layer (layer None),
+    or every head (both None)."""
+    if layer is not None and not 0 <= layer < num_layers:
+        raise ValueError(f"probe.layer={layer} is out of range: the model has layers 0..{num_layers - 1}")
+    if head is not None and not 0 <= head < num_heads:
+        raise ValueError(f"probe.head={head} is out of range: the model has heads 0..{num_heads - 1}")
+    layers = np.arange(num_layers) if layer is None else np.array([layer])
+    heads = np.arange(num_heads) if head is None else np.array([head])
+    ll, hh = np.meshgrid(layers, heads, indexing="ij")
+    return HeadSelection(ll.ravel().astype(np.int64), hh.ravel().astype(np.int64))
+
+
+def feature_directions(feature_set: str) -> tuple[str, ...]:
+    try:
+        return FEATURE_SETS[feature_set]
+    except KeyError:
+        raise ValueError(f"probe.feature_set={feature_set!r}: choose one of {sorted(FEATURE_SETS)}") from None
+
+
+def gather(store: AttentionStore, sent: np.ndarray, qpos: np.ndarray, kpos: np.ndarray, sel: HeadSelection,
+           chunk_elements: int = 1 << 23) -> np.ndarray:
+    """``out[r, k] = maps(sent[r])[layer_k, head_k, qpos[r], kpos[r]]`` as float32, ``(N, K)``.
+
+    Positions count the special tokens (word i sits at ``prefix + i``); a position outside ``0..M-1``
+    gives 0.
+    """
+    sent = np.asarray(sent, dtype=np.int64)
+    qpos, kpos = np.asarray(qpos, dtype=np.int64), np.asarray(kpos, dtype=np.int64)
+    n_rows, k = len(sent), len(sel)
+    out = np.zeros((n_rows, k), dtype=np.float32)
+    if n_rows == 0:
+        return out
+    if (store.shard[sent] < 0).any():
+        missing = sent[store.shard[sent] < 0][0]
+        raise KeyError(f"sentence {missing} has no maps in {store.dir}")
+    m = store.m[sent].astype(np.int64)
+    valid = (qpos >= 0) & (qpos < m) & (kpos >= 0) & (kpos < m)
+    plane = (sel.layers * store.num_heads + sel.heads)[None, :]  # (1, K): which (layer, head) block
+    shard = store.shard[sent]
+    rows_per_chunk = max(1, chunk_elements // k)
+    for sh in np.unique(shard):
+        mm = store._shard(int(sh))
+        rows = np.flatnonzero(shard == sh)
+        for c in range(0, len(rows), rows_per_chunk):
+            r = rows[c:c + rows_per_chunk]
+            mr = m[r][:, None]
+            q = np.where(valid[r], qpos[r], 0)[:, None]
+            key = np.where(valid[r], kpos[r], 0)[:, None]
+            flat = store.offset[sent[r]][:, None] + (plane * mr + q) * mr + key
+            out[r] = mm[flat]
+    out[~valid] = 0.0
+    return out
+
+
+def pair_features(store: AttentionStore, sent: np.ndarray, query: np.ndarray, key: np.ndarray,
+                  sel: HeadSelection, feature_set: str = "both", offsets: Sequence[int] = ()
+                  ) -> tuple[np.ndarray, list[str]]:
+    """Features of word pairs (query i, key j): ``(N, F)`` float32 and the column names.
+
+    Columns, for each offset o in ``(0, *offsets)`` and each direction of ``feature_set``:
+    ``fwd`` = ``A_k[i, j+o]``, ``bwd`` = ``A_k[j, i+o]``, one per selected head k. An offset that leaves
+    the sentence's words gives 0.
+    """
+    dirs = feature_directions(feature_set)
+    sent = np.asarray(sent, dtype=np.int64)
+    query, key = np.asarray(query, dtype=np.int64), np.asarray(key, dtype=np.int64)
+    p, n = store.prefix[sent].astype(np.int64), store.n_words[sent].astype(np.int64)
+    blocks, names = [], []
+    for o in (0, *[int(x) for x in offsets if int(x) != 0]):
+        suffix = "" if o == 0 else f"{o:+d}"
+        for d in dirs:
+            src, dst = (query, key + o) if d == "fwd" else (key, query + o)
+            inside = (dst >= 0) & (dst < n)
+            dst_pos = np.where(inside, p + dst, -1)  # -1: outside the words -> feature 0
+            blocks.append(gather(store, sent, p + src, dst_pos, sel))
+            names.extend(f"{lab}:{d}{suffix}" for lab in sel.labels)
+    return np.concatenate(blocks, axis=1), names
+
+
+def special_positions(store: AttentionStore, sent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(N, S)`` positions of each sentence's special tokens (prefix, then suffix), -1 padding, and
+    the count per sentence."""
+    p = store.prefix[sent].astype(np.int64)
+    n = store.n_words[sent].astype(np.int64)
+    s = store.m[sent].astype(np.int64) - p - n
+    width = int(p.max(initial=0) + s.max(initial=0))
+    cols = np.arange(width)[None, :]
+    # prefix positions 0..p-1 come first, then suffix positions p+n .. m-1
+    pos = np.where(cols < p[:, None], cols, p[:, None] + n[:, None] + (cols - p[:, None]))
+    pos = np.where(cols < (p + s)[:, None], pos, -1)
+    return pos, p + s
+
+
+def root_features(store: AttentionStore, sent: np.ndarray, query: np.ndarray, sel: HeadSelection,
+                  feature_set: str = "both") -> tuple[np.ndarray, list[str]]:
+    """Features of the pair (word i, ROOT), from attention to and from the special tokens: ``fwd`` =
+    total attention of i to the special positions, ``bwd`` = mean attention of the special positions
+    to i. ``(N, F)`` float32 with one column per direction and selected head."""
+    dirs = feature_directions(feature_set)
+    sent = np.asarray(sent, dtype=np.int64)
+    qpos = store.prefix[sent].astype(np.int64) + np.asarray(query, dtype=np.int64)
+    spos, count = special_positions(store, sent)
+    blocks, names = [], []
+    for d in dirs:
+        acc = np.zeros((len(sent), len(sel)), dtype=np.float32)
+        for c in range(spos.shape[1]):
+            if d == "fwd":
+                acc += gather(store, sent, qpos, spos[:, c], sel)
+            else:
+                acc += gather(store, sent, spos[:, c], qpos, sel)
+        if d == "bwd":
+            acc /= np.maximum(count, 1)[:, None].astype(np.float32)
+        blocks.append(acc)
+        names.extend(f"{lab}:{d}:root" for lab in sel.labels)
+    return np.concatenate(blocks, axis=1), names

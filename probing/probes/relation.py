@@ -1,0 +1,103 @@
+"""Relation probe: which dependency relation does a gold arc carry, from the attention between its words?
+
+Features per arc (dependent i, head j): ``A_k[i, j]`` and ``A_k[j, i]`` in the selected heads (optionally at
+neighbouring offsets); a multinomial logistic regression (scikit-learn, lbfgs) on standardised features.
+The control task gives each (dependent type, head type) pair a random relation drawn from the training
+distribution (Hewitt and Liang 2019).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precision_recall_fscore_support
+from sklearn.pipeline import Pipeline, make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from probing.probes.baselines import majority_accuracy
+from probing.probes.control import control_relations
+from probing.probes.data import ProbeResult, ProbeSplit, punct_tags, subsample_rows
+from probing.probes.features import HeadSelection, pair_features
+from probing.probes.pairs import gold_arcs
+
+
+def make_classifier(pcfg: Any) -> Pipeline:
+    """Standardised features into L2 logistic regression (lbfgs) with the probe's C, max_iter, class weights."""
+    class_weight = pcfg.class_weight if pcfg.class_weight not in (None, "none", "None") else None
+    return make_pipeline(StandardScaler(), LogisticRegression(
+        C=pcfg.C, max_iter=pcfg.max_iter, class_weight=class_weight, random_state=pcfg.seed, solver="lbfgs"))
+
+
+def fit_quietly(model: Pipeline, X: np.ndarray, y: np.ndarray) -> tuple[Pipeline, bool]:
+    """Fit, returning whether lbfgs converged (its warning is recorded in the metrics, not printed)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConvergenceWarning)
+        model.fit(X, y)
+    return model, not any(issubclass(w.category, ConvergenceWarning) for w in caught)
+
+
+def relation_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection, limit: int | None = None):
+    """Gold arcs of a split (at most ``limit``, a seeded subsample) and their features
+    ``(arcs, X, feature names)``."""
+    arcs = gold_arcs(split.words(pcfg.collapse_subtypes, punct_tags(pcfg)), pcfg.exclude_punct)
+    arcs = arcs.take(subsample_rows(len(arcs), limit, pcfg.seed))
+    X, names = pair_features(split.store, arcs.sent, arcs.pos, arcs.head, sel, pcfg.feature_set,
+                             list(pcfg.neighbour_offsets))
+    return arcs, X, names
+
+
+def run_relation(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection) -> ProbeResult:
+    """Train on ``train``'s gold arcs, score on ``ev``'s: accuracy, macro-F1, per-relation F1, confusion,
+    majority baseline, control accuracy and selectivity."""
+    tr, Xtr, names = relation_data(pcfg, train, sel, pcfg.max_train_arcs)
+    te, Xte, _ = relation_data(pcfg, ev, sel)
+    if len(tr) == 0 or len(te) == 0:
+        raise ValueError("no arcs to probe in the train or eval sentences")
+    ytr, yte = tr.relation.astype(str), te.relation.astype(str)
+    if len(np.unique(ytr)) < 2:
+        raise ValueError("the relation probe needs at least two relations in the training arcs")
+    model, converged = fit_quietly(make_classifier(pcfg), Xtr, ytr)
+    pred = model.predict(Xte)
+    labels = sorted(set(yte))  # macro-F1 over the relations that occur in the evaluation data
+    metrics: dict[str, Any] = {
+        "accuracy": float(accuracy_score(yte, pred)),
+        "macro_f1": float(f1_score(yte, pred, labels=labels, average="macro", zero_division=0)),
+        "majority_accuracy": majority_accuracy(ytr, yte),
+        "n_train": int(len(ytr)), "n_eval": int(len(yte)), "n_features": int(Xtr.shape[1]),
+        "n_classes": int(len(model.classes_)), "converged": converged,
+    }
+    prec, rec, f1, support = precision_recall_fscore_support(yte, pred, labels=labels, zero_division=0)
+    per_rel = pd.DataFrame({"relation": labels, "support": support, "precision": prec, "recall": rec, "f1": f1,
+                            "probe": "task"})
+    cm_labels = sorted(set(yte) | set(pred))
+    cm = confusion_matrix(yte, pred, labels=cm_labels)
+    gi, pi = np.nonzero(cm)
+    confusion = pd.DataFrame({"gold": np.asarray(cm_labels)[gi], "predicted": np.asarray(cm_labels)[pi],
+                              "count": cm[gi, pi]})
+    tables = {"relation_f1": per_rel, "confusion": confusion}
+    if pcfg.control:
+        ctr = control_relations(tr.word, tr.head_word, ytr, pcfg.seed).astype(str)
+        cte = control_relations(te.word, te.head_word, ytr, pcfg.seed).astype(str)
+        cmodel, cconv = fit_quietly(make_classifier(pcfg), Xtr, ctr)
+        cpred = cmodel.predict(Xte)
+        metrics["control_accuracy"] = float(accuracy_score(cte, cpred))
+        metrics["control_macro_f1"] = float(f1_score(cte, cpred, labels=sorted(set(cte)), average="macro",
+                                                     zero_division=0))
+        metrics["control_majority_accuracy"] = majority_accuracy(ctr, cte)
+        metrics["selectivity"] = metrics["accuracy"] - metrics["control_accuracy"]
+        metrics["control_converged"] = cconv
+    metrics["objective"] = metrics["accuracy"]
+    coef = model[-1].coef_
+    classes = model.classes_
+    if coef.shape[0] == 1:  # binary: sklearn keeps one row for the positive class
+        coef, classes = coef, classes[1:]
+    ci, fi = np.meshgrid(np.arange(len(classes)), np.arange(len(names)), indexing="ij")
+    tables["relation_weights"] = pd.DataFrame({"relation": classes[ci.ravel()],
+                                               "feature": np.asarray(names)[fi.ravel()],
+                                               "weight": coef.ravel()})
+    return ProbeResult(metrics, tables)

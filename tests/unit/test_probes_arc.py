@@ -1,0 +1,104 @@
+"""The Attn arc probe: softmax and loss on a hand-worked two-word sentence, gradient, planted signal."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from probes_synth import probe_cfg, splits, tree_corpus, write_store
+from scipy.optimize import check_grad
+from sklearn.base import clone
+
+from probing.probes.arc import ArcData, ArcProbe, arc_loss, run_arc
+from probing.probes.baselines import best_offset, majority_accuracy, offset_heads, right_branching_heads
+from probing.probes.features import select_heads
+
+
+def two_words() -> ArcData:
+    """"a b": a's head is b, b is the root; one head with A[a,b]=0.5, A[b,a]=0.25, and attention to the
+    special tokens 0.3 (from a) and 0.6 (from b); special tokens look at a and b with mean 0.1 and 0.2."""
+    X = np.array([[0.5, 0.25],    # dependent a, candidate b: (A[a,b], A[b,a])
+                  [0.25, 0.5]], dtype=np.float32)  # dependent b, candidate a: (A[b,a], A[a,b])
+    R = np.array([[0.3, 0.1], [0.6, 0.2]], dtype=np.float32)  # (to specials, from specials)
+    return ArcData(X, R, sizes=np.array([1, 1]), gold=np.array([0, -1]))
+
+
+def fitted(theta) -> ArcProbe:
+    p = ArcProbe()
+    p.coef_, p.root_coef_, p.root_intercept_ = np.array(theta[:2]), np.array(theta[2:4]), theta[4]
+    return p
+
+
+def test_two_word_softmax_and_loss_by_hand():
+    # w = (2, 1), root weights (1, 0), bias -1:
+    #   a: score(b) = 2*.5 + 1*.25 = 1.25, score(ROOT) = .3 - 1 = -.7  -> p(b|a) = 1 / (1 + e^-1.95)
+    #   b: score(a) = 2*.25 + 1*.5 = 1.0,  score(ROOT) = .6 - 1 = -.4  -> p(ROOT|b) = 1 / (1 + e^1.4)
+    theta = np.array([2.0, 1.0, 1.0, 0.0, -1.0])
+    data = two_words()
+    log_root, log_word = fitted(theta).predict_log_proba(data)
+    np.testing.assert_allclose(np.exp(log_word), [1 / (1 + math.exp(-1.95)), 1 / (1 + math.exp(-1.4))])
+    np.testing.assert_allclose(np.exp(log_root), [1 / (1 + math.exp(1.95)), 1 / (1 + math.exp(1.4))])
+    loss, grad = arc_loss(theta, data)
+    expect = (math.log(1 + math.exp(-1.95)) + math.log(1 + math.exp(1.4))) / 2
+    assert loss == pytest.approx(expect, rel=1e-6)  # (0.13302 + 1.62042) / 2
+    assert loss == pytest.approx(0.87672, abs=1e-5)
+    # b's head is predicted to be a (1.0 > -0.4): one of the two attachments is right
+    assert list(fitted(theta).predict(data)) == [0, 0] and fitted(theta).score(data) == 0.5
+    # the penalty adds alpha/2 * ||weights||^2 (the bias is not penalised)
+    assert arc_loss(theta, data, alpha=0.1)[0] == pytest.approx(expect + 0.05 * 6.0)
+    # gradient of the bias: sum over dependents of p(ROOT) - [gold is ROOT], averaged
+    p_root = np.array([1 / (1 + math.exp(1.95)), 1 / (1 + math.exp(1.4))])
+    assert grad[-1] == pytest.approx(((p_root[0] - 0) + (p_root[1] - 1)) / 2)
+
+
+def test_gradient_matches_finite_differences():
+    rng = np.random.default_rng(0)
+    sizes = np.array([0, 3, 1, 4, 2])
+    data = ArcData(rng.random((sizes.sum(), 3)).astype(np.float32), rng.random((5, 3)).astype(np.float32),
+                   sizes, np.array([-1, 2, -1, 0, 1]))
+    f = lambda t: arc_loss(t, data, 0.01)[0]  # noqa: E731
+    g = lambda t: arc_loss(t, data, 0.01)[1]  # noqa: E731
+    assert check_grad(f, g, rng.normal(size=7), epsilon=1e-4) < 1e-3
+
+
+def test_fit_learns_the_planted_head_and_follows_the_estimator_contract():
+    rng = np.random.default_rng(1)
+    sizes = rng.integers(1, 6, 400)
+    gold = np.array([rng.integers(-1, s) for s in sizes])
+    X = rng.random((sizes.sum(), 2)).astype(np.float32) * 0.2
+    starts = np.cumsum(sizes) - sizes
+    X[starts[gold >= 0] + gold[gold >= 0], 0] += 0.8  # the gold word stands out in feature 0
+    R = rng.random((400, 2)).astype(np.float32) * 0.2
+    R[gold < 0, 1] += 0.8  # ROOT stands out in root feature 1
+    data = ArcData(X, R, sizes, gold)
+    probe = ArcProbe(C=10.0)
+    assert not hasattr(probe, "coef_") and clone(probe).get_params() == {"C": 10.0, "max_iter": 1000, "tol": 1e-6}
+    assert probe.fit(data) is probe and probe.converged_
+    assert probe.score(data) > 0.97 and probe.coef_[0] > 0 and probe.root_coef_[1] > 0
+
+
+def test_run_arc_planted_signal_vs_random_attention(tmp_path):
+    corpus = tree_corpus(250, seed=3)
+    cfg = replace(probe_cfg(kind="arc"), max_iter=300)
+    planted = splits(corpus, write_store(corpus, tmp_path / "p", seed=4))
+    r = run_arc(cfg, *planted, select_heads(2, 4, layer=0, head=0))
+    assert r.metrics["uas"] > 0.97 and r.metrics["selectivity"] > 0.3
+    noise = splits(corpus, write_store(corpus, tmp_path / "r", seed=4, plant=False))
+    r0 = run_arc(cfg, *noise, select_heads(2, 4, layer=0, head=0))
+    # random attention: no better than a guess among the ~5 candidates, near the best-offset baseline's league
+    assert r0.metrics["uas"] < 0.45
+    assert r0.metrics["right_branching_uas"] == r.metrics["right_branching_uas"]
+    # same seed, same numbers
+    again = run_arc(cfg, *planted, select_heads(2, 4, layer=0, head=0))
+    assert again.metrics == r.metrics
+
+
+def test_baselines_by_hand():
+    pos, n = np.array([0, 1, 2, 0, 1]), np.array([3, 3, 3, 2, 2])
+    assert list(right_branching_heads(pos, n)) == [1, 2, -1, 1, -1]
+    assert list(offset_heads(pos, n, -1)) == [-1, 0, 1, -1, 0]
+    gold = np.array([-1, 0, 1, -1, 0])  # left-branching trees
+    assert best_offset(pos, n, gold, 3) == -1
+    assert majority_accuracy(["a", "a", "b"], ["a", "b", "b", "b"]) == 0.25

@@ -1,0 +1,71 @@
+"""Control tasks: labels are a deterministic function of word types and the seed."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from probing.probes.control import (
+    ARC_RULES,
+    control_arc_rules,
+    control_edges,
+    control_heads,
+    control_relations,
+    draw_from,
+    type_uniform,
+)
+
+
+def test_type_uniform_is_a_function_of_types_and_seed():
+    a = type_uniform(0, ["the", "cat", "the", "sat"], ["x", "y", "x", "y"])
+    assert a[0] == a[2] and len(set(a)) == 3 and ((0 <= a) & (a < 1)).all()
+    np.testing.assert_array_equal(a, type_uniform(0, ["the", "cat", "the", "sat"], ["x", "y", "x", "y"]))
+    assert not np.array_equal(a, type_uniform(1, ["the", "cat", "the", "sat"], ["x", "y", "x", "y"]))
+    # order of the rows does not matter: each row's number depends on its own types only
+    b = type_uniform(0, ["sat", "the"], ["y", "x"])
+    assert b[0] == a[3] and b[1] == a[0]
+
+
+def test_draw_from_inverse_cdf():
+    out = draw_from(np.array([0.0, 0.49, 0.5, 0.74, 0.75, 0.999]), ["a", "b", "c"], [2, 1, 1])
+    assert list(out) == ["a", "a", "b", "b", "c", "c"]
+
+
+def test_control_relations_deterministic_and_follow_training_distribution():
+    rng = np.random.default_rng(0)
+    dep = np.array([f"d{i}" for i in rng.integers(0, 400, 5000)], dtype=object)
+    head = np.array([f"h{i}" for i in rng.integers(0, 400, 5000)], dtype=object)
+    train = np.array(["nsubj"] * 600 + ["obj"] * 300 + ["det"] * 100, dtype=object)
+    c1 = control_relations(dep, head, train, seed=3)
+    np.testing.assert_array_equal(c1, control_relations(dep, head, train, seed=3))
+    # the same type pair always gets the same label, wherever it occurs
+    key = dep + "|" + head
+    for k in np.unique(key)[:50]:
+        assert len(set(c1[key == k])) == 1
+    # labels come from the training set, in about the training proportions (over distinct type pairs)
+    _, first = np.unique(key, return_index=True)
+    share = {lab: np.mean(c1[first] == lab) for lab in ("nsubj", "obj", "det")}
+    assert abs(share["nsubj"] - 0.6) < 0.04 and abs(share["obj"] - 0.3) < 0.04 and abs(share["det"] - 0.1) < 0.03
+    c2 = control_relations(dep, head, train, seed=4)
+    assert 0.3 < np.mean(c1 != c2) < 0.8  # another seed is another function
+
+
+def test_control_heads_rules():
+    words = np.array(["a", "b", "c", "a"], dtype=object)
+    rules = control_arc_rules(words, seed=0)
+    assert rules[0] == rules[3] and set(rules) <= set(ARC_RULES)
+    pos, n = np.array([0, 1, 2, 3]), np.array([4, 4, 4, 4])
+    heads = control_heads(words, pos, n, seed=0)
+    for r, p, h in zip(rules, pos, heads):
+        target = {"root": -1, "first": 0, "last": 3}[r]
+        assert h == (-1 if target == p else target)  # a word never heads itself: ROOT instead
+    many = np.array([f"t{i}" for i in range(3000)], dtype=object)
+    counts = {r: np.mean(control_arc_rules(many, 5) == r) for r in ARC_RULES}
+    assert all(abs(v - 1 / 3) < 0.04 for v in counts.values())
+
+
+def test_control_edges_ignore_pair_order():
+    a = np.array(["x", "y", "z", "w"] * 50, dtype=object)
+    b = np.array(["y", "x", "w", "z"] * 50, dtype=object)
+    ab, ba = control_edges(a, b, 0.5, seed=1), control_edges(b, a, 0.5, seed=1)
+    np.testing.assert_array_equal(ab, ba)
+    assert ab[0] == ab[1] and ab[2] == ab[3]
