@@ -45,6 +45,24 @@ def flatten(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def best_head_summary(heads: pd.DataFrame) -> dict[str, Any]:
+    """``best/<relation>/<direction>/{accuracy,layer,head}`` for the as-is labels of a heads table."""
+    need = {"relation", "direction", "layer", "head", "accuracy"}
+    if not need <= set(heads.columns) or not len(heads):
+        return {}
+    df = heads[heads["label_set"] == "as_is"] if "label_set" in heads.columns else heads
+    df = df[pd.to_numeric(df["accuracy"], errors="coerce").notna()]
+    if not len(df):
+        return {}
+    best = df.loc[df.groupby(["relation", "direction"])["accuracy"].idxmax().to_numpy()]
+    out: dict[str, Any] = {}
+    for row in best.itertuples(index=False):
+        key = f"best/{row.relation}/{row.direction}"
+        out.update({f"{key}/accuracy": float(row.accuracy), f"{key}/layer": int(row.layer),
+                    f"{key}/head": int(row.head)})
+    return out
+
+
 def run_group(config: Mapping[str, Any], out_dir: Path, multirun: bool) -> str:
     """``experiment`` for a single run, ``experiment/<sweep dir name>`` for a job of a sweep."""
     experiment = str(config.get("experiment_name") or "default")
@@ -188,10 +206,13 @@ class WandbTracker:
 
         names = sorted({p.stem for p in self.out_dir.glob("*.parquet")} | {p.stem for p in self.out_dir.glob("*.csv")})
         for name in names:
+            df = read_table(self.out_dir, name)
+            if df is None:
+                continue
             if name not in self._logged_tables:
-                df = read_table(self.out_dir, name)
-                if df is not None:
-                    self.log_table(name, df)
+                self.log_table(name, df)
+            if name == "heads":
+                self.log_metrics(best_head_summary(df))
         for path in sorted(self.out_dir.glob("**/*.png")):
             if "wandb" in path.relative_to(self.out_dir).parts or str(path.resolve()) in self._logged_images:
                 continue

@@ -100,7 +100,7 @@ def heads_figures(sources: Sequence[Any]) -> list[Fig]:
                     hover = ("L%{y} H%{x}<br>" + metric + " %{z:.3f}<br>accuracy %{customdata[5]:.3f} "
                              "[%{customdata[0]:.3f}, %{customdata[1]:.3f}]<br>n %{customdata[2]}<br>"
                              "baseline %{customdata[3]:.3f} (offset %{customdata[4]})")
-                    custom = np.stack(extra + [acc], axis=-1)
+                    custom = np.round(np.stack(extra + [acc], axis=-1), 4)
                     fig.add_trace(_heatmap(z, "coloraxis" if r == 1 else "coloraxis2", hover, custom), row=r, col=c)
                     count += 1
             _axes(fig, len(metrics), len(cols), *shape_of(per[0][0].heads))

@@ -14,6 +14,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from probing.config import LoggerConfig, RunConfig
+from probing.results import write_table
 from probing.tracking import NoTracker, make_tracker
 from probing.wandb_tracker import offline_records, offline_summary
 
@@ -63,9 +64,10 @@ def test_offline_run_lands_in_the_run_dir_with_summary_config_and_tables(wandb_e
     assert type(tracker).__name__ == "WandbTracker"
     heads = heads_frame()
     big = heads_frame(12_000)  # above wandb's 10,000-row per-log limit: must still be logged whole
+    write_table(heads, out_dir, "heads")  # the task writes it and logs it: logged once
     tracker.log_table("heads", heads)
     tracker.log_table("heads_big", big)
-    tracker.log_metrics({"best": {"nsubj": {"dep_to_head": {"accuracy": 0.75, "layer": np.int64(3)}}},
+    tracker.log_metrics({"probe": {"relation": {"accuracy": 0.75, "layer": np.int64(3)}},
                          "selectivity": np.float32(0.5), "nan_metric": float("nan"), "task": "heads"})
     tracker.finish(True)
 
@@ -79,8 +81,12 @@ def test_offline_run_lands_in_the_run_dir_with_summary_config_and_tables(wandb_e
     assert cfg["model"] == {"name": "minilm"} and cfg["run_dir"] == str(out_dir)
 
     summary = offline_summary(records)
-    assert summary["best/nsubj/dep_to_head/accuracy"] == 0.75
-    assert summary["best/nsubj/dep_to_head/layer"] == 3
+    assert summary["probe/relation/accuracy"] == 0.75 and summary["probe/relation/layer"] == 3
+    # the best head per relation, from the run dir's heads table
+    for rel, row in heads.set_index("relation").iterrows():  # one row per relation in this table
+        assert summary[f"best/{rel}/dep_to_head/accuracy"] == pytest.approx(row.accuracy)
+        assert (summary[f"best/{rel}/dep_to_head/layer"], summary[f"best/{rel}/dep_to_head/head"]) == (
+            row.layer, row["head"])
     assert summary["selectivity"] == 0.5
     assert summary["task"] == "heads"
     for key, rows in (("heads", 4), ("heads_big", 12_000), ("patterns", 2)):
@@ -91,6 +97,8 @@ def test_offline_run_lands_in_the_run_dir_with_summary_config_and_tables(wandb_e
 
     tables = {p.name.split("_")[0] if not p.name.startswith("heads_big") else "heads_big": p
               for p in (runs[0] / "files" / "media" / "table").glob("*.table.json")}
+    table_files = [p.name for p in (runs[0] / "files" / "media" / "table").glob("heads_*.table.json")]
+    assert len([n for n in table_files if not n.startswith("heads_big")]) == 1, table_files
     got = json.loads(tables["heads"].read_text())
     assert got["columns"] == list(heads.columns)
     assert [row[got["columns"].index("accuracy")] for row in got["data"]] == pytest.approx(heads["accuracy"].tolist())
