@@ -158,9 +158,18 @@ def load_sweep(sweep_dir: Path, jobs: list[Path]) -> list[Source]:
         table = pd.concat(probe_frames, ignore_index=True)
     if table is not None and {"metric", "value"} <= set(table.columns):
         first = runs[0] if runs else Source(sweep_dir, "")
-        sweep = Source(sweep_dir, "", first.config, {"jobs": len(jobs)}, probes=table)
-        sweep.label = source_label(sweep, sweep=True)
-        sources.append(sweep)
+        figures = sorted((sweep_dir / "figures").glob("*.png"))
+        failed = _read_table(sweep_dir, "failed_jobs")
+        # a sweep over models or corpora: one source each, so they sit side by side
+        keys = [c for c in ("model", "data", "corpus") if c in table.columns and table[c].nunique(dropna=True) > 1]
+        groups = table.groupby(keys, dropna=False, sort=False) if keys else [((), table)]
+        for _, part in groups:
+            sweep = Source(sweep_dir, "", first.config, {"jobs": len(jobs)}, probes=part.reset_index(drop=True),
+                           figures=[] if keys else figures)
+            if failed is not None and len(failed):
+                sweep.notes.append(f"{len(failed)} failed or incomplete jobs (failed_jobs.csv)")
+            sweep.label = source_label(sweep, sweep=True)
+            sources.append(sweep)
     return sources
 
 
@@ -196,7 +205,7 @@ def source_label(src: Source, sweep: bool = False) -> str:
     for table in (src.heads, src.probes):
         if table is not None and len(table) and not model:
             row = table.iloc[0]
-            got = (row.get(c) for c in ("model", "corpus", "split"))
+            got = (row.get("model"), row.get("corpus", row.get("data")), row.get("split"))
             model, corpus, split = (None if v is None or pd.isna(v) else v for v in got)
     cfg = src.config
     model = model or (cfg.get("model") or {}).get("name")
