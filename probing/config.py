@@ -81,7 +81,7 @@ class DataConfig:
     upos_column: Optional[str] = "upos"
     heads_one_based: bool = True
     # grammar: the built-in generator
-    n_sentences: int = 400
+    n_sentences: int = 1000
     seed: int = 0
     # text: raw sentences, one a line (whitespace-tokenised), no gold trees
     text: Optional[str] = None
@@ -111,20 +111,26 @@ class ExtractConfig:
 class HeadsConfig:
     """Per-head analysis (Clark et al. 2019; Htut et al. 2019)."""
 
-    min_count: int = 100
-    offsets: List[int] = field(default_factory=lambda: [-3, -2, -1, 1, 2, 3])
+    min_count: int = 100  # relations with fewer arcs are not reported (``all`` always is)
+    skip_relations: List[str] = field(default_factory=lambda: ["root"])  # ROOT is never predicted: always 0
+    offsets: List[int] = field(default_factory=lambda: [-3, -2, -1, 1, 2, 3])  # baseline: head = word + offset
+    # dep_to_head: argmax of the dependent's row; head_to_dep: argmax of the dependent's column
     directions: List[str] = field(default_factory=lambda: ["dep_to_head", "head_to_dep"])
-    label_sets: List[str] = field(default_factory=lambda: ["as_is", "base"])
+    label_sets: List[str] = field(default_factory=lambda: ["as_is", "base"])  # base: nmod:poss -> nmod
     special_tokens: str = "exclude"  # syntax is scored over words only; patterns keep them
-    punct_upos: List[str] = field(default_factory=lambda: ["PUNCT"])
-    bootstrap: int = 1000
+    punct_upos: List[str] = field(default_factory=lambda: ["PUNCT"])  # what "punctuation" means in patterns
+    bootstrap: int = 1000  # resamples of sentences; 0: no intervals
     ci: float = 0.95
     seed: int = 0
     patterns: bool = True
+    pattern_rows: str = "words"  # words | all: which query rows the pattern means average over
     distances: bool = True
+    distance_sentences: Optional[int] = 300  # first N analysed sentences (None: all); O(heads^2) per word
     trees: bool = True
+    tree_sentences: Optional[int] = 500  # first N analysed sentences (None: all); CLE runs per head
     figures: bool = True
-    chunk_sentences: int = 2048
+    chunk_sentences: int = 4096  # sentences whose per-sentence counts are summed together (bootstrap batch)
+    block_mb: float = 4.0  # maps read and scored at a time (cache-sized)
 
 
 @dataclass

@@ -1,0 +1,147 @@
+"""Benchmark: relation accuracy of all heads x relations x both directions, from a built store.
+
+Compares, side by side in one run:
+  1. the vectorised chunked scorer (``probing.analysis.relations.count_relations``) on the whole split,
+     without and with bootstrap intervals (store opened inside the timing);
+  2. the same scorer against a plain Python loop over sentences, words and heads on the same sentences;
+  3. peak RSS of the scorer (a fresh process each) as the corpus grows.
+
+Build the store first:  HF_HUB_OFFLINE=1 probing task=extract data=ud_ewt data.split=train
+Run:                    python experiments/bench/heads.py --split train
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+DIRECTIONS = ("dep_to_head", "head_to_dep")
+OFFSETS = (-3, -2, -1, 1, 2, 3)
+
+
+def load(split: str, data_dir: str):
+    from omegaconf import OmegaConf
+
+    from probing.config import DataConfig
+    from probing.corpus import load_corpus
+
+    cfg = OmegaConf.structured(DataConfig(name="ud_ewt", kind="ud_ewt", dir=data_dir, split=split))
+    return load_corpus(cfg)
+
+
+def find_store(split: str) -> Path:
+    hits = sorted(p for p in (ROOT / "results" / "cache").glob(f"minilm-ud_ewt-{split}-*")
+                  if (p / "manifest.json").is_file())
+    if not hits:
+        sys.exit(f"no MiniLM store for ud_ewt {split}: run  HF_HUB_OFFLINE=1 probing task=extract "
+                 f"data=ud_ewt data.split={split}")
+    return hits[-1]
+
+
+def vectorised(store_dir: Path, corpus, indices=None, resamples: int = 0) -> tuple[float, dict]:
+    from probing.analysis.relations import count_relations
+    from probing.store import AttentionStore
+
+    start = time.perf_counter()
+    store = AttentionStore(store_dir)
+    counts = count_relations(store, corpus, indices, DIRECTIONS, OFFSETS, n_resamples=resamples, seed=0)
+    return time.perf_counter() - start, counts
+
+
+def plain_loop(store_dir: Path, corpus, indices) -> tuple[float, dict]:
+    """The obvious code: for every sentence, word, layer and head, an argmax over a row (and a column)."""
+    from probing.store import AttentionStore
+
+    start = time.perf_counter()
+    store = AttentionStore(store_dir)
+    hits: dict = defaultdict(lambda: np.zeros((2, store.num_layers, store.num_heads), dtype=np.int64))
+    for i in indices:
+        s = corpus[int(i)]
+        w = np.asarray(store.words(int(i)), dtype=np.float32)
+        for d, (gold, rel) in enumerate(zip(s.heads, s.relations)):
+            for layer in range(store.num_layers):
+                for head in range(store.num_heads):
+                    row = w[layer, head, d].copy()
+                    row[d] = 0.0
+                    col = w[layer, head, :, d].copy()
+                    col[d] = 0.0
+                    for k, pred in enumerate((int(np.argmax(row)), int(np.argmax(col)))):
+                        if pred == gold:
+                            hits[rel][k, layer, head] += 1
+                            hits["all"][k, layer, head] += 1
+    return time.perf_counter() - start, hits
+
+
+def rss_child(args: argparse.Namespace) -> None:
+    """Run in a fresh process: score the first ``--fraction`` of the split and print peak RSS (MiB)."""
+    corpus = load(args.split, args.data_dir)
+    from probing.store import AttentionStore
+
+    store = AttentionStore(find_store(args.split))
+    idx = store.indices[: max(1, int(len(store.indices) * args.fraction))]
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    seconds, _ = vectorised(find_store(args.split), corpus, idx, args.resamples)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"fraction": args.fraction, "sentences": len(idx), "rss_before_mb": round(before, 1),
+                      "peak_rss_mb": round(peak, 1), "seconds": round(seconds, 2)}))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--split", default="train")
+    ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data" / "ud_english_ewt"))
+    ap.add_argument("--resamples", type=int, default=1000)
+    ap.add_argument("--loop-sentences", type=int, default=300)
+    ap.add_argument("--fractions", default="0.125,0.25,0.5,1.0")
+    ap.add_argument("--fraction", type=float, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.fraction is not None:
+        rss_child(args)
+        return
+    store_dir = find_store(args.split)
+    t = time.perf_counter()
+    corpus = load(args.split, args.data_dir)
+    print(f"store {store_dir.name}; corpus {args.split}: {len(corpus)} sentences, "
+          f"{sum(len(s) for s in corpus)} words (CoNLL-U parse {time.perf_counter() - t:.1f} s, not timed below)")
+    vectorised(store_dir, corpus, np.arange(50))  # warm-up: imports, BLAS threads
+
+    full, counts = vectorised(store_dir, corpus)
+    full_boot, _ = vectorised(store_dir, corpus, resamples=args.resamples)
+    n_rel = len(counts["as_is"].relations) + len(counts["base"].relations)
+    print(f"vectorised, all {len(corpus)} sentences, {n_rel} relations (as_is + base, incl. all), "
+          f"72 heads, 2 directions, 6 offsets:")
+    print(f"  no bootstrap:               {full:6.2f} s   (target < 5 s)")
+    print(f"  with {args.resamples} bootstrap resamples: {full_boot:6.2f} s   ({full_boot / full:.2f}x; "
+          f"target <= 2x)")
+
+    subset = np.arange(min(args.loop_sentences, len(corpus)))
+    loop_s, loop_hits = plain_loop(store_dir, corpus, subset)
+    vec_s, vec_counts = vectorised(store_dir, corpus, subset)
+    c = vec_counts["as_is"]
+    lh = 2 * 72
+    ok = all(np.array_equal(loop_hits[r].ravel() if r in loop_hits else np.zeros(lh), c.totals[k, :lh])
+             for k, r in enumerate(c.relations))
+    print(f"same {len(subset)} sentences: plain loop {loop_s:.2f} s, vectorised {vec_s:.3f} s -> "
+          f"{loop_s / vec_s:.0f}x faster (target >= 20x); identical counts: {ok}")
+    print(f"  extrapolated plain loop on all {len(corpus)}: ~{loop_s * len(corpus) / len(subset):.0f} s")
+
+    print("peak RSS (fresh process each, no bootstrap):")
+    for f in args.fractions.split(","):
+        out = subprocess.run([sys.executable, __file__, "--split", args.split, "--data-dir", args.data_dir,
+                              "--fraction", f, "--resamples", "0"], capture_output=True, text=True, check=True)
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        print(f"  {r['sentences']:6d} sentences: peak {r['peak_rss_mb']:7.1f} MiB "
+              f"(after loading corpus {r['rss_before_mb']:.1f} MiB), {r['seconds']:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Where heads look, whatever the syntax (Clark et al. 2019, section 3).
+
+Per head, the mean over attending rows of: the attention to the special positions before the words
+(``cls``: [CLS]) and after them (``sep``: [SEP]), to punctuation words, to the next position, the previous
+position and itself, and the entropy of the row (nats) beside the entropy of uniform attention over the same
+positions. Positions are the full sequence (special tokens kept), so the last word's next position is [SEP].
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.special import entr
+
+from probing.corpus import Corpus
+from probing.store import AttentionStore
+
+METRICS = ("cls", "sep", "punct", "next", "prev", "self", "entropy", "uniform_entropy")
+ROWS = ("words", "all")
+
+
+def sentence_patterns(maps: np.ndarray, prefix: int, n_words: int, punct: np.ndarray, rows: str = "words"
+                      ) -> tuple[np.ndarray, np.ndarray]:
+    """Sums over one sentence's attending rows: ``(L, H, M, M)`` maps, ``punct`` a bool ``(n_words,)`` mask
+    -> ``(len(METRICS), L, H)`` sums and ``(len(METRICS),)`` row counts (next/prev only count rows that have
+    a next/previous position)."""
+    if rows not in ROWS:
+        raise ValueError(f"pattern_rows must be one of {ROWS}, got {rows!r}")
+    a = np.asarray(maps, dtype=np.float32)
+    m = a.shape[-1]
+    r = np.arange(prefix, prefix + n_words) if rows == "words" else np.arange(m)
+    sel = a[..., r, :]  # (L, H, R, M)
+    sums = np.empty((len(METRICS),) + a.shape[:2], dtype=np.float64)
+    counts = np.empty(len(METRICS), dtype=np.int64)
+    sums[0] = sel[..., :prefix].sum(axis=(-1, -2))
+    sums[1] = sel[..., prefix + n_words:].sum(axis=(-1, -2))
+    sums[2] = sel[..., prefix + np.flatnonzero(punct)].sum(axis=(-1, -2))
+    has_next, has_prev = r[r + 1 < m], r[r >= 1]
+    sums[3] = a[..., has_next, has_next + 1].sum(axis=-1)
+    sums[4] = a[..., has_prev, has_prev - 1].sum(axis=-1)
+    sums[5] = a[..., r, r].sum(axis=-1)
+    sums[6] = entr(sel).sum(axis=(-1, -2))
+    sums[7] = len(r) * np.log(m)  # every row of this sentence spans the same m positions
+    counts[:] = len(r)
+    counts[3], counts[4] = len(has_next), len(has_prev)
+    return sums, counts
+
+
+def attention_patterns(store: AttentionStore, corpus: Corpus, indices: Sequence[int], punct_upos: Sequence[str],
+                       rows: str = "words") -> pd.DataFrame:
+    """One row per (layer, head): the means of :data:`METRICS` over every attending row of ``indices``
+    (a loop over sentences, numpy over layers, heads and positions)."""
+    layers, heads = store.num_layers, store.num_heads
+    sums = np.zeros((len(METRICS), layers, heads))
+    counts = np.zeros(len(METRICS), dtype=np.int64)
+    punct_set = set(punct_upos)
+    for i, maps in store.iter_maps(indices):
+        s = corpus[i]
+        upos = s.upos or ()
+        punct = np.array([u in punct_set for u in upos] if upos else [False] * len(s), dtype=bool)
+        ssum, scount = sentence_patterns(maps, int(store.prefix[i]), int(store.n_words[i]), punct, rows)
+        sums += ssum
+        counts += scount
+    store.close()
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = sums / counts[:, None, None]
+    out = pd.DataFrame({"layer": np.repeat(np.arange(layers), heads), "head": np.tile(np.arange(heads), layers)})
+    for k, name in enumerate(METRICS):
+        out[name] = means[k].ravel()
+    out["rows"] = int(counts[0])
+    return out
+
+
+def layer_means(patterns: pd.DataFrame) -> pd.DataFrame:
+    """The per-head means averaged over the heads of each layer."""
+    keys = [c for c in ("model", "corpus", "split") if c in patterns.columns]
+    return patterns.groupby(keys + ["layer"], as_index=False)[list(METRICS)].mean()

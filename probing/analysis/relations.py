@@ -1,0 +1,227 @@
+"""Relation accuracy of every head, with fixed-offset baselines and bootstrap intervals over sentences.
+
+One pass over the store in chunks. Per chunk, every word's hits (all heads, both directions, every
+offset) are summed per (relation, sentence); those per-sentence counts feed the running totals and, through
+the resample-count matrix, every bootstrap resample at once (``boot += counts_of_resample @ per_sentence``).
+Memory is the fixed-size accumulators plus one chunk, whatever the corpus size.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from probing.analysis.bootstrap import percentile_interval, resample_counts
+from probing.analysis.chunks import iter_chunks, sentence_order
+from probing.analysis.scoring import head_correct, offset_correct, pad_gold
+from probing.corpus import Corpus
+from probing.corpus.sentence import base_relation
+from probing.store import AttentionStore
+
+log = logging.getLogger(__name__)
+
+ALL = "all"
+LABEL_SETS = ("as_is", "base")
+
+
+@dataclass(frozen=True)
+class RelationCounts:
+    """Totals of one label set.
+
+    ``relations``: names, ``ALL`` last. ``totals``: ``(R, F)`` with F = D*LH hits (direction-major), then the
+    arc count, then K offset hits. ``boot``: ``(R, B, F)`` the same totals in each of B resamples, or None.
+    """
+
+    label_set: str
+    relations: list[str]
+    totals: np.ndarray
+    boot: Optional[np.ndarray]
+
+
+def relation_ids(corpus: Corpus, indices: np.ndarray) -> tuple[list[str], list[np.ndarray]]:
+    """The labelled (``as_is``) relation vocabulary (sorted, ``ALL`` appended) and each sentence's ids."""
+    rels = [corpus[int(i)].relations for i in indices]
+    vocab = sorted({r for rs in rels for r in rs} - {ALL})
+    lookup = {r: k for k, r in enumerate(vocab)}
+    return vocab + [ALL], [np.fromiter((lookup[r] for r in rs), dtype=np.int64, count=len(rs)) for rs in rels]
+
+
+def collapse(counts: RelationCounts) -> RelationCounts:
+    """The ``base`` label set from the ``as_is`` one: totals (and every resample's totals) are sums over
+    arcs, so a base relation's are the sums of its subtypes' rows (``nmod`` = ``nmod`` + ``nmod:poss`` + ...)."""
+    names = [base_relation(r) if r != ALL else ALL for r in counts.relations]
+    vocab = sorted(set(names) - {ALL}) + [ALL]
+    target = np.array([vocab.index(r) for r in names])
+    totals = np.zeros((len(vocab),) + counts.totals.shape[1:], dtype=counts.totals.dtype)
+    np.add.at(totals, target, counts.totals)
+    boot = None
+    if counts.boot is not None:
+        boot = np.zeros((len(vocab),) + counts.boot.shape[1:], dtype=counts.boot.dtype)
+        for src, dst in enumerate(target):  # a few dozen relations
+            boot[dst] += counts.boot[src]
+    return RelationCounts("base", vocab, totals, boot)
+
+
+class RelationAccumulator:
+    """Running per-relation totals (and bootstrap totals) of one label set over chunks of sentences."""
+
+    def __init__(self, relations: list[str], ids: list[np.ndarray], n_features: int,
+                 weights_t: Optional[np.ndarray]):
+        self.relations, self.ids = relations, ids
+        self.n_sentences = len(ids)
+        self.all_id = len(relations) - 1
+        self.totals = np.zeros((len(relations), n_features), dtype=np.int64)
+        self.weights_t = weights_t  # (S, B) uint8 resample counts, sentence-major for row gathers
+        self.boot = (None if weights_t is None
+                     else np.zeros((len(relations), weights_t.shape[1], n_features), dtype=np.float32))
+
+    def add(self, rows: np.ndarray, n: np.ndarray, data: np.ndarray) -> None:
+        """``data``: ``(W, F)`` int16 per-word features of the chunk's sentences ``rows`` (lengths ``n``),
+        sentence by sentence."""
+        rel = np.concatenate([self.ids[int(r)] for r in rows])
+        sent = np.repeat(rows, n)
+        key = rel * self.n_sentences + sent
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
+        per_key = np.add.reduceat(data[order], starts, axis=0)  # (K, F): one row per (relation, sentence)
+        key_rel, key_sent = key[starts] // self.n_sentences, key[starts] % self.n_sentences
+        # ALL: words are stored sentence by sentence, so its per-sentence rows need no sort
+        sent_starts = np.r_[0, np.cumsum(n)[:-1]]
+        per_sent = np.add.reduceat(data, sent_starts, axis=0)
+        # keys are sorted by relation first, so each relation is one contiguous block
+        rstarts = np.flatnonzero(np.r_[True, key_rel[1:] != key_rel[:-1]])
+        rends = np.r_[rstarts[1:], len(key_rel)]
+        self.totals[key_rel[rstarts]] += np.add.reduceat(per_key.astype(np.int64), rstarts, axis=0)
+        self.totals[self.all_id] += per_sent.sum(axis=0, dtype=np.int64)
+        if self.boot is None:
+            return
+        per_key = per_key.astype(np.float32)
+        for a, b in zip(rstarts, rends):
+            w = self.weights_t[key_sent[a:b]].astype(np.float32)  # (k, B)
+            self.boot[key_rel[a]] += w.T @ per_key[a:b]
+        self.boot[self.all_id] += self.weights_t[rows].astype(np.float32).T @ per_sent.astype(np.float32)
+
+    def result(self) -> RelationCounts:
+        return RelationCounts("as_is", self.relations, self.totals, self.boot)
+
+
+def count_relations(store: AttentionStore, corpus: Corpus, indices: Optional[Sequence[int]] = None,
+                    directions: Sequence[str] = ("dep_to_head", "head_to_dep"),
+                    offsets: Sequence[int] = (-3, -2, -1, 1, 2, 3), label_sets: Sequence[str] = LABEL_SETS,
+                    n_resamples: int = 0, seed: int = 0, chunk_sentences: int = 4096, block_mb: float = 4.0
+                    ) -> dict[str, RelationCounts]:
+    """Hits of every head and offset per relation, for each label set (one pass over the store).
+
+    Two levels: sentences are read and scored in small blocks (``block_mb`` of maps, cache-sized), and
+    their per-word hits are summed per (relation, sentence) in groups of ``chunk_sentences`` (large, so the
+    bootstrap products are few and big). Only the labelled relations are counted; ``base`` is derived from
+    them (:func:`collapse`)."""
+    idx = sentence_order(store, indices)
+    if len(idx) == 0:
+        raise ValueError("no sentences to score")
+    if not corpus.has_trees:
+        raise ValueError(f"{corpus.name}: relation accuracy needs gold trees (this corpus has none)")
+    for ls in label_sets:
+        if ls not in LABEL_SETS:
+            raise ValueError(f"unknown label set {ls!r}; expected one of {LABEL_SETS}")
+    lh = store.num_layers * store.num_heads
+    n_features = len(directions) * lh + 1 + len(offsets)
+    weights_t = (np.ascontiguousarray(resample_counts(len(idx), n_resamples, seed).T) if n_resamples else None)
+    vocab, ids = relation_ids(corpus, idx)
+    acc = RelationAccumulator(vocab, ids, n_features, weights_t)
+    gold_heads = [np.asarray(corpus[int(i)].heads, dtype=np.int64) for i in idx]
+    order = np.argsort(store.n_words[idx], kind="stable")
+    for group in np.array_split(order, max(1, -(-len(order) // max(1, chunk_sentences)))):
+        rows, ns, parts = [], [], []
+        for chunk in iter_chunks(store, idx[group], chunk_sentences, block_mb):
+            chunk_rows = group[chunk.rows]
+            parts.append(_word_features(chunk, [gold_heads[int(r)] for r in chunk_rows], directions, offsets))
+            rows.append(chunk_rows)
+            ns.append(chunk.n)
+        acc.add(np.concatenate(rows), np.concatenate(ns), np.concatenate(parts))
+    as_is = acc.result()
+    out = {"as_is": as_is, "base": collapse(as_is)}
+    return {ls: out[ls] for ls in label_sets}
+
+
+def _word_features(chunk, heads: list[np.ndarray], directions: Sequence[str], offsets: Sequence[int]
+                   ) -> np.ndarray:
+    """``(W, D*LH + 1 + K)`` int16 per word: head hits, a 1 (the arc count), offset hits."""
+    big_n = chunk.words.shape[-1]
+    gold = pad_gold(heads, big_n)
+    hits = head_correct(chunk.words, gold, chunk.n, directions)  # (W, D, LH)
+    valid = np.arange(big_n)[None, :] < chunk.n[:, None]
+    position = np.broadcast_to(np.arange(big_n), gold.shape)[valid]
+    length = np.broadcast_to(chunk.n[:, None], gold.shape)[valid]
+    off = offset_correct(gold[valid], position, length, offsets)
+    # int16: per-sentence sums stay far below 32767 (that many words in one sentence)
+    return np.concatenate([hits.reshape(len(hits), -1), np.ones((len(hits), 1), dtype=bool), off],
+                          axis=1).astype(np.int16)
+
+
+def accuracy_table(counts: RelationCounts, directions: Sequence[str], offsets: Sequence[int], num_layers: int,
+                   num_heads: int, min_count: int, ci: float, skip: Sequence[str] = ()) -> tuple[pd.DataFrame,
+                                                                                                 pd.DataFrame]:
+    """Tidy tables from the totals: one row per (relation, direction, layer, head) with accuracy, CI,
+    best baseline and the CI of the difference; and one row per (relation, offset) for the baselines.
+
+    Relations with fewer than ``min_count`` arcs, and those in ``skip``, are left out; ``ALL`` always stays.
+    The best baseline is the offset with the highest accuracy on the full data (ties: first in ``offsets``).
+    """
+    lh, d, k = num_layers * num_heads, len(directions), len(offsets)
+    layer = np.repeat(np.arange(num_layers), num_heads)
+    head = np.tile(np.arange(num_heads), num_layers)
+    rows, base_rows = [], []
+    for r, name in enumerate(counts.relations):
+        tot = counts.totals[r]
+        n = int(tot[d * lh])
+        if name != ALL and (n < min_count or name in skip):
+            continue
+        if n == 0:
+            continue
+        correct = tot[:d * lh].reshape(d, lh)
+        off = tot[d * lh + 1:]
+        best = int(np.argmax(off))
+        boot = counts.boot[r] if counts.boot is not None else None
+        acc_ci = diff_ci = off_ci = (np.full((d, lh), np.nan), np.full((d, lh), np.nan))
+        off_ci = (np.full(k, np.nan), np.full(k, np.nan))
+        if boot is not None:
+            with np.errstate(invalid="ignore", divide="ignore"):
+                bn = boot[:, d * lh][:, None]
+                bacc = boot[:, :d * lh] / bn  # (B, D*LH)
+                boff = boot[:, d * lh + 1:] / bn  # (B, K)
+            lo, hi = percentile_interval(bacc, ci)
+            acc_ci = (lo.reshape(d, lh), hi.reshape(d, lh))
+            lo, hi = percentile_interval(bacc - boff[:, best:best + 1], ci)
+            diff_ci = (lo.reshape(d, lh), hi.reshape(d, lh))
+            off_ci = percentile_interval(boff, ci)
+        for j, direction in enumerate(directions):
+            rows.append(pd.DataFrame({
+                "label_set": counts.label_set, "relation": name, "direction": direction,
+                "layer": layer, "head": head, "n": n, "correct": correct[j].astype(np.int64),
+                "accuracy": correct[j] / n, "ci_low": acc_ci[0][j], "ci_high": acc_ci[1][j],
+                "baseline_offset": int(offsets[best]), "baseline_accuracy": off[best] / n,
+                "diff": correct[j] / n - off[best] / n, "diff_ci_low": diff_ci[0][j], "diff_ci_high": diff_ci[1][j],
+            }))
+        base_rows.append(pd.DataFrame({
+            "label_set": counts.label_set, "relation": name, "offset": np.asarray(offsets, dtype=np.int64),
+            "n": n, "correct": off.astype(np.int64), "accuracy": off / n, "ci_low": off_ci[0],
+            "ci_high": off_ci[1], "best": np.arange(k) == best,
+        }))
+    if not rows:
+        return pd.DataFrame(), pd.DataFrame()
+    return pd.concat(rows, ignore_index=True), pd.concat(base_rows, ignore_index=True)
+
+
+def best_heads(table: pd.DataFrame) -> pd.DataFrame:
+    """The best (direction, layer, head) of each (label_set, relation) by accuracy; ties go to the first
+    direction, then the lowest layer and head."""
+    if table.empty:
+        return table
+    first = table.groupby(["label_set", "relation"], sort=False)["accuracy"].idxmax()  # first maximum
+    return table.loc[first.to_numpy()].reset_index(drop=True)

@@ -1,0 +1,218 @@
+"""``task=heads``: every per-head analysis of one store, written as tidy tables, figures and headline metrics.
+
+Reads the attention store only (the model is never run here). Tables in the run dir: ``heads`` (accuracy of
+every head per relation and direction, with CIs and the best baseline), ``baselines`` (every offset),
+``best_heads``, ``patterns`` and ``patterns_layers``, ``head_distances`` and ``head_mds``, ``trees``;
+figures in ``figures/``. The returned dict (``metrics.json``) holds the best head per relation and every
+convention the numbers depend on.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from probing.analysis import figures as figs
+from probing.analysis.distances import distance_table, head_distances, mds_embedding
+from probing.analysis.patterns import METRICS, attention_patterns, layer_means
+from probing.analysis.relations import ALL, LABEL_SETS, accuracy_table, best_heads, count_relations
+from probing.analysis.scoring import DIRECTIONS
+from probing.analysis.trees import tree_scores
+from probing.corpus import Corpus
+from probing.results import write_table
+from probing.store import AttentionStore
+from probing.tracking import Tracker
+
+log = logging.getLogger(__name__)
+
+
+def _check(h: Any) -> None:
+    from probing.pipeline import ProbingError
+
+    bad = [d for d in h.directions if d not in DIRECTIONS]
+    if bad or not h.directions:
+        raise ProbingError(f"heads.directions: {list(h.directions)}; each must be one of {list(DIRECTIONS)}")
+    bad = [s for s in h.label_sets if s not in LABEL_SETS]
+    if bad or not h.label_sets:
+        raise ProbingError(f"heads.label_sets: {list(h.label_sets)}; each must be one of {list(LABEL_SETS)}")
+    if h.special_tokens != "exclude":
+        raise ProbingError(f"heads.special_tokens={h.special_tokens!r}: only 'exclude' is implemented "
+                           "(syntax is scored over words only)")
+    if 0 in h.offsets or not h.offsets:
+        raise ProbingError(f"heads.offsets={list(h.offsets)}: need at least one offset, and 0 is not an offset")
+    if h.bootstrap < 0 or not 0 < h.ci < 1:
+        raise ProbingError(f"heads.bootstrap must be >= 0 and heads.ci in (0, 1); got {h.bootstrap}, {h.ci}")
+    if h.pattern_rows not in ("words", "all"):
+        raise ProbingError(f"heads.pattern_rows={h.pattern_rows!r}: expected words or all")
+
+
+def conventions(h: Any, store: AttentionStore) -> dict:
+    """Every choice the numbers depend on, written beside them."""
+    return {
+        "pooling": store.manifest.get("inputs", {}).get("pooling"),
+        "special_tokens": f"{h.special_tokens}: scored over words only ([CLS]/[SEP] rows and columns dropped)",
+        "directions": {"dep_to_head": "argmax of the dependent's row (where it looks) is its gold head",
+                       "head_to_dep": "argmax of the dependent's column (who looks at it most) is its gold head"},
+        "diagonal": "zeroed before the argmax",
+        "ties": "leftmost word",
+        "root": "never predicted: a root word is never correct (it counts in 'all')",
+        "punctuation": "scored as the relation 'punct' and included in 'all'; patterns: words with UPOS in "
+                       f"{list(h.punct_upos)}",
+        "min_count": h.min_count, "skip_relations": list(h.skip_relations), "offsets": list(h.offsets),
+        "baseline": "the offset with the highest accuracy on the whole data (ties: first in offsets), the same "
+                    "for both directions",
+        "label_sets": list(h.label_sets),
+        "bootstrap": {"resamples": h.bootstrap, "ci": h.ci, "seed": h.seed, "unit": "sentence",
+                      "interval": "percentile"},
+        "best_head": "highest accuracy over directions, layers and heads (ties: first direction, lowest "
+                     "layer, then head); layer and head are 0-based",
+        "patterns": {"rows": h.pattern_rows, "positions": "full sequence, special tokens kept",
+                     "entropy": "nats"},
+        "distances": {"metric": "Jensen-Shannon distance, base 2, mean over attending words",
+                      "sentences": h.distance_sentences, "mds": "sklearn metric MDS, precomputed, seed"},
+        "trees": {"directed": "Chu-Liu-Edmonds rooted at the gold root, UAS over non-root words",
+                  "undirected": "Prim maximum spanning tree of A + A.T, UUAS over gold edges",
+                  "right_branching": "head = previous word", "left_branching": "head = next word",
+                  "sentences": h.tree_sentences, "punctuation": "included"},
+    }
+
+
+def _first(indices, limit):
+    return indices if limit is None else indices[:limit]
+
+
+def best_summary(best: pd.DataFrame) -> dict:
+    """``{relation: {...}}`` for metrics.json."""
+    out = {}
+    for _, r in best.iterrows():
+        out[r["relation"]] = {
+            "direction": r["direction"], "layer": int(r["layer"]), "head": int(r["head"]), "n": int(r["n"]),
+            "accuracy": float(r["accuracy"]), "ci_low": r["ci_low"], "ci_high": r["ci_high"],
+            "baseline_offset": int(r["baseline_offset"]), "baseline_accuracy": float(r["baseline_accuracy"]),
+            "diff_ci_low": r["diff_ci_low"], "diff_ci_high": r["diff_ci_high"],
+            "beats_baseline": bool(r["diff_ci_low"] > 0) if pd.notna(r["diff_ci_low"]) else None,
+        }
+    return out
+
+
+def best_table_text(best: pd.DataFrame) -> str:
+    """The console table: best head per relation against its baseline."""
+    if best.empty:
+        return "(no relation reached min_count)"
+    b = best.copy()
+    b["order"] = (b["relation"] != ALL).astype(int)
+    b = b.sort_values(["order", "n"], ascending=[True, False])
+
+    def ci(lo, hi):
+        return "" if pd.isna(lo) else f"[{lo:.3f}, {hi:.3f}]"
+
+    rows = [{"relation": r.relation, "n": int(r.n), "best head": f"{int(r.layer)}-{int(r.head)}",
+             "direction": r.direction, "accuracy": f"{r.accuracy:.3f}", "95% CI": ci(r.ci_low, r.ci_high),
+             "baseline": f"{r.baseline_accuracy:.3f} ({int(r.baseline_offset):+d})",
+             "diff CI": ci(r.diff_ci_low, r.diff_ci_high),
+             "beats": "" if pd.isna(r.diff_ci_low) else ("yes" if r.diff_ci_low > 0 else "no")}
+            for r in b.itertuples()]
+    return pd.DataFrame(rows).to_string(index=False)
+
+
+def run_heads(cfg: Any, corpus: Corpus, store: AttentionStore, out_dir: Path, tracker: Tracker) -> dict:
+    """Run every enabled analysis of ``cfg.heads`` on ``store`` (built from ``corpus``) into ``out_dir``."""
+    h = cfg.heads
+    _check(h)
+    out_dir = Path(out_dir)
+    fig_dir = out_dir / "figures"
+    ident = {"model": store.manifest.get("model_name", "?"), "corpus": corpus.name, "split": corpus.split}
+    title = f"{ident['model']} · {ident['corpus']} {ident['split']}"
+    idx = store.indices
+    directions, offsets = list(h.directions), [int(o) for o in h.offsets]
+    metrics: dict[str, Any] = {**ident, "sentences": int(len(idx)), "layers": store.num_layers,
+                               "heads": store.num_heads}
+    seconds: dict[str, float] = {}
+
+    def save(name: str, df: pd.DataFrame) -> pd.DataFrame:
+        df = df.drop(columns=[c for c in ident if c in df.columns]).reset_index(drop=True)
+        df = pd.concat([pd.DataFrame({k: [v] * len(df) for k, v in ident.items()}), df], axis=1)
+        write_table(df, out_dir, name)
+        tracker.log_table(name, df)
+        return df
+
+    def image(path: Path) -> None:
+        tracker.log_image(f"figures/{path.stem}", path)
+
+    best = pd.DataFrame()
+    heads_table = pd.DataFrame()
+    if corpus.has_trees:
+        t = time.perf_counter()
+        counts = count_relations(store, corpus, idx, directions, offsets, list(h.label_sets), h.bootstrap, h.seed,
+                                 h.chunk_sentences, h.block_mb)
+        tables = [accuracy_table(counts[ls], directions, offsets, store.num_layers, store.num_heads, h.min_count,
+                                 h.ci, list(h.skip_relations)) for ls in h.label_sets]
+        heads_table = save("heads", pd.concat([t_[0] for t_ in tables], ignore_index=True))
+        save("baselines", pd.concat([t_[1] for t_ in tables], ignore_index=True))
+        best = save("best_heads", best_heads(heads_table.drop(columns=list(ident))))
+        seconds["relations"] = time.perf_counter() - t
+        as_is = best[best["label_set"] == "as_is"] if "as_is" in set(best["label_set"]) else best
+        metrics["best_heads"] = best_summary(as_is)
+        if "base" in set(best["label_set"]):
+            metrics["best_heads_base"] = best_summary(best[best["label_set"] == "base"])
+        metrics["relations_reported"] = sorted(set(as_is["relation"]) - {ALL})
+        if ALL in metrics["best_heads"]:
+            metrics["all_best_accuracy"] = metrics["best_heads"][ALL]["accuracy"]
+    else:
+        log.warning("%s has no gold trees: relation accuracy and trees are skipped", corpus.name)
+
+    patterns = None
+    if h.patterns:
+        t = time.perf_counter()
+        patterns = save("patterns", attention_patterns(store, corpus, idx, list(h.punct_upos), h.pattern_rows))
+        save("patterns_layers", layer_means(patterns))
+        metrics["patterns_layer_mean"] = {m: layer_means(patterns)[m].round(4).tolist() for m in METRICS}
+        seconds["patterns"] = time.perf_counter() - t
+
+    mds = None
+    if h.distances:
+        t = time.perf_counter()
+        dist, n_rows = head_distances(store, _first(idx, h.distance_sentences))
+        save("head_distances", distance_table(dist, store.num_heads))
+        mds = save("head_mds", mds_embedding(dist, store.num_heads, h.seed))
+        metrics["distance_rows"] = n_rows
+        seconds["distances"] = time.perf_counter() - t
+
+    if h.trees and corpus.has_trees:
+        t = time.perf_counter()
+        trees = tree_scores(store, corpus, _first(idx, h.tree_sentences), directions)
+        if not trees.empty:
+            trees = save("trees", trees)
+            top = trees.loc[trees.groupby("method")["uuas"].idxmax()]
+            metrics["trees_best"] = {r.method: {"layer": int(r.layer), "head": int(r.head), "direction": r.direction,
+                                                "uas": r.uas, "uuas": r.uuas} for r in top.itertuples()}
+            metrics["trees_baselines"] = {c: float(trees[c].iloc[0]) for c in trees.columns
+                                          if c.startswith(("left_branching", "right_branching"))}
+        seconds["trees"] = time.perf_counter() - t
+
+    if h.figures:
+        t = time.perf_counter()
+        fig_dir.mkdir(parents=True, exist_ok=True)
+        if not heads_table.empty:
+            label = "as_is" if "as_is" in set(heads_table["label_set"]) else heads_table["label_set"].iloc[0]
+            sub = heads_table[heads_table["label_set"] == label]
+            for rel, rows in sub.groupby("relation", sort=True):
+                image(figs.relation_heatmap(rows, rel, directions, title,
+                                            fig_dir / f"heads_{figs.safe_name(rel)}.png"))
+        if patterns is not None:
+            image(figs.pattern_plot(patterns, title, fig_dir / "patterns.png"))
+        if mds is not None:
+            image(figs.mds_plot(mds, title, fig_dir / "mds.png"))
+        seconds["figures"] = time.perf_counter() - t
+
+    metrics["analysis_seconds"] = {k: round(v, 2) for k, v in seconds.items()}
+    metrics["conventions"] = conventions(h, store)
+    label = "as_is" if not best.empty and "as_is" in set(best["label_set"]) else None
+    shown = best[best["label_set"] == label] if label else best
+    log.info("best head per relation (%s, label set %s; layer-head 0-based):\n%s", title, label or "-",
+             best_table_text(shown))
+    return metrics
