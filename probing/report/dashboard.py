@@ -178,10 +178,14 @@ def render(sources: Sequence[Source], title: str = "probing dashboard") -> str:
         "Attention patterns", "patterns", F.pattern_figures(sources),
         "Average attention of each head to special tokens, punctuation and neighbouring words, and its entropy.",
         "No attention-pattern table in these runs.")
+    tree_parts, n_tree = _simple_section(
+        "Trees from single heads", "trees", F.tree_figures(sources),
+        "Unlabelled attachment score of the tree decoded from each head's attention (maximum spanning tree), "
+        "beside the left- and right-branching baselines (hover).", "No trees table in these runs.")
     mds_parts, _ = _simple_section("Heads in two dimensions", "mds", F.mds_figures(sources),
                                    "Multidimensional scaling of the distances between heads' attention maps.",
                                    "No MDS table in these runs.")
-    expected = n_heads + n_probe + n_pat
+    expected = n_heads + n_probe + n_pat + n_tree
     overview = pd.DataFrame([describe(s) for s in sources])
     notes = [f"<li>{escape(s.label)}: {escape(n)}</li>" for s in sources for n in s.notes]
     parts = [f"<script>{EARLY_JS}</script>",
@@ -190,11 +194,11 @@ def render(sources: Sequence[Source], title: str = "probing dashboard") -> str:
              f"<span id='status' data-expected='{expected}' data-heatmaps='' data-errors=''>"
              f"{expected} heatmaps expected</span></p>",
              "<p><a href='#heads'>heads</a> · <a href='#best'>best heads</a> · <a href='#probes'>probes</a> · "
-             "<a href='#patterns'>patterns</a> · <a href='#mds'>MDS</a> · <a href='#figures'>figures</a></p>",
+             "<a href='#patterns'>patterns</a> · <a href='#trees'>trees</a> · <a href='#mds'>MDS</a> · <a href='#figures'>figures</a></p>",
              "<h2>Runs</h2>", html_table(overview, sortable=False)]
     if notes:
         parts.append("<ul class='note'>" + "".join(notes) + "</ul>")
-    parts += heads_parts + _best_section(sources) + probe_parts + pattern_parts + mds_parts
+    parts += heads_parts + _best_section(sources) + probe_parts + pattern_parts + tree_parts + mds_parts
     parts += _figures_section(sources)
     return page(title, parts, script=LATE_JS)
 

@@ -95,11 +95,14 @@ def heads_figures(sources: Sequence[Any]) -> list[Fig]:
                     n_layers, n_heads = shape_of(s.heads)
                     acc = grid(df, "accuracy", n_layers, n_heads)
                     extra = [grid(df, col, n_layers, n_heads) if col in df.columns else np.full_like(acc, np.nan)
-                             for col in ("ci_low", "ci_high", "n", "baseline_accuracy", "baseline_offset")]
+                             for col in ("ci_low", "ci_high", "n", "baseline_accuracy", "baseline_offset",
+                                         "diff_ci_low", "diff_ci_high")]
                     z = acc if metric == "accuracy" else acc - extra[3]
-                    hover = ("L%{y} H%{x}<br>" + metric + " %{z:.3f}<br>accuracy %{customdata[5]:.3f} "
+                    hover = ("L%{y} H%{x}<br>" + metric + " %{z:.3f}<br>accuracy %{customdata[7]:.3f} "
                              "[%{customdata[0]:.3f}, %{customdata[1]:.3f}]<br>n %{customdata[2]}<br>"
-                             "baseline %{customdata[3]:.3f} (offset %{customdata[4]})")
+                             "baseline %{customdata[3]:.3f} (offset %{customdata[4]})"
+                             + ("<br>gain CI [%{customdata[5]:.3f}, %{customdata[6]:.3f}]"
+                                if "diff_ci_low" in df.columns else ""))
                     custom = np.round(np.stack(extra + [acc], axis=-1), 4)
                     fig.add_trace(_heatmap(z, "coloraxis" if r == 1 else "coloraxis2", hover, custom), row=r, col=c)
                     count += 1
@@ -241,6 +244,8 @@ def pattern_figures(sources: Sequence[Any]) -> list[Fig]:
     for m in metrics:
         cols = [(s, s.patterns[s.patterns["metric"].astype(str) == m]) for s in per]
         cols = [(s, df.groupby(["layer", "head"], as_index=False)["value"].mean()) for s, df in cols if len(df)]
+        if all(df["value"].nunique(dropna=True) <= 1 for _, df in cols):
+            continue  # the same for every head (e.g. the entropy of uniform attention): nothing to compare
         fig = make_subplots(rows=1, cols=len(cols), subplot_titles=[s.label for s, _ in cols])
         for c, (s, df) in enumerate(cols, start=1):
             fig.add_trace(_heatmap(grid(df, "value", *shape_of(df)), "coloraxis", f"L%{{y}} H%{{x}}<br>{m} %{{z:.3f}}"),
@@ -272,3 +277,41 @@ def mds_figures(sources: Sequence[Any]) -> list[Fig]:
             customdata=df[["layer", "head"]].to_numpy().tolist(), showlegend=False), row=1, col=c)
     fig.update_layout(height=520, margin=dict(l=40, r=40, t=60, b=40))
     return [("MDS of heads (label: layer-head)", fig, 0)]
+
+
+def tree_figures(sources: Sequence[Any]) -> list[Fig]:
+    """UAS of the trees decoded from each head's attention (one figure per decoding method and direction),
+    sources side by side; hover shows the left/right-branching baselines."""
+    from plotly.subplots import make_subplots
+
+    per = [s for s in sources if s.trees is not None and len(s.trees)]
+    keys: list[tuple[str, str]] = []
+    for s in per:
+        for k in s.trees[["method", "direction"]].astype(str).drop_duplicates().itertuples(index=False):
+            if tuple(k) not in keys:
+                keys.append(tuple(k))
+    out: list[Fig] = []
+    for method, direction in keys:
+        cols = [(s, s.trees[(s.trees["method"].astype(str) == method) & (s.trees["direction"].astype(str) == direction)
+                            & s.trees["head"].notna()]) for s in per]
+        cols = [(s, df) for s, df in cols if len(df)]
+        if not cols:
+            continue
+        # undirected trees have no UAS (no arc direction to get right): their score is the UUAS
+        score = "uas" if any(pd.to_numeric(df["uas"], errors="coerce").notna().any() for _, df in cols) else "uuas"
+        if score not in cols[0][1].columns:
+            continue
+        fig = make_subplots(rows=1, cols=len(cols), subplot_titles=[s.label for s, _ in cols])
+        for c, (s, df) in enumerate(cols, start=1):
+            shape = shape_of(df)
+            extra = [grid(df, col, *shape) if col in df.columns else np.full(shape, np.nan)
+                     for col in (f"left_branching_{score}", f"right_branching_{score}")]
+            hover = (f"L%{{y}} H%{{x}}<br>{score.upper()} %{{z:.3f}}<br>left-branching %{{customdata[0]:.3f}}, "
+                     "right-branching %{customdata[1]:.3f}")
+            fig.add_trace(_heatmap(grid(df, score, *shape), "coloraxis", hover,
+                                   np.round(np.stack(extra, axis=-1), 4)), row=1, col=c)
+        _axes(fig, 1, len(cols), *shape_of(cols[0][1]))
+        fig.update_layout(height=330, margin=dict(l=50, r=80, t=60, b=40),
+                          coloraxis=dict(colorscale="Viridis", cmin=0, colorbar=dict(title=score.upper())))
+        out.append((f"trees: {method}, {direction} ({score.upper()})", fig, len(cols)))
+    return out

@@ -36,6 +36,7 @@ class Source:
     patterns: Optional[pd.DataFrame] = None
     mds: Optional[pd.DataFrame] = None
     probes: Optional[pd.DataFrame] = None  # long: layer, head, metric, value (+ probe, model...)
+    trees: Optional[pd.DataFrame] = None  # per head: method, direction, layer, head, uas (+ baselines)
     figures: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -143,6 +144,9 @@ def load_run(run_dir: Path) -> Source:
         if src.mds is not None:
             break
     src.probes = probe_rows(run_dir, metrics)
+    trees = _read_table(run_dir, "trees")
+    if trees is not None and {"method", "direction", "layer", "head", "uas"} <= set(trees.columns):
+        src.trees = trees
     src.figures = sorted(p for p in run_dir.glob("**/*.png") if "wandb" not in p.relative_to(run_dir).parts)
     src.label = source_label(src)
     return src

@@ -61,8 +61,9 @@ def test_heads_figures_count_values_and_skip_duplicate_base_labels(tmp_path):
 def test_missing_tables_degrade_and_the_page_counts_its_heatmaps(tmp_path):
     run = tmp_path / "run"
     write_table(heads_table(), run, "heads")
+    # wide: melted; "rows" counts and the constant uniform entropy are no heatmaps
     write_table(pd.DataFrame({"layer": [0, 0, 1, 1], "head": [0, 1, 0, 1], "cls": [0.5, 0.1, 0.2, 0.3],
-                              "entropy": [1.0, 2.0, 3.0, 4.0]}), run, "patterns")  # wide: melted
+                              "entropy": [1.0, 2.0, 3.0, 4.0], "uniform_entropy": 2.5, "rows": 100}), run, "patterns")
     put_json(run / "metrics.json", {"task": "heads", "seconds": 1.5})
     probe = tmp_path / "probe"
     put_json(probe / "metrics.json", {"task": "probe", "probe": "relation", "layer": 1, "head": None,
@@ -121,3 +122,21 @@ def load_sources_from(tables: dict, d):
         write_table(df, d, name, parquet=False)
     put_json(d / "metrics.json", {"task": "heads"})
     return load_sources([d])
+
+
+def test_tree_figures_score_undirected_trees_by_uuas(tmp_path):
+    rows = []
+    for method, direction, uas in (("mst_directed", "dep_to_head", 0.4), ("mst_undirected", "undirected", None)):
+        for layer in range(2):
+            for head in range(2):
+                rows.append(dict(method=method, direction=direction, layer=layer, head=head, uas=uas,
+                                 uuas=0.5 + layer / 10 + head / 100, left_branching_uas=0.3, right_branching_uas=0.1,
+                                 left_branching_uuas=0.45, right_branching_uuas=0.45))
+    run = tmp_path / "run"
+    write_table(pd.DataFrame(rows), run, "trees")
+    write_table(heads_table(), run, "heads")
+    figs = F.tree_figures(load_sources([run]))
+    assert [(t, n) for t, _, n in figs] == [("trees: mst_directed, dep_to_head (UAS)", 1),
+                                            ("trees: mst_undirected, undirected (UUAS)", 1)]
+    assert np.array(figs[1][1].data[0].z, dtype=float) == pytest.approx(np.array([[0.5, 0.51], [0.6, 0.61]]))
+    assert figs[1][1].data[0].customdata[0][0] == pytest.approx([0.45, 0.45])
