@@ -203,12 +203,20 @@ def render(sources: Sequence[Source], title: str = "probing dashboard") -> str:
     return page(title, parts, script=LATE_JS)
 
 
-def write_dashboard(run_dirs: Sequence[Path], out_file: Path, title: Optional[str] = None) -> Path:
-    """Write the dashboard of ``run_dirs`` (run or sweep dirs) to ``out_file``; returns its path."""
+def write_dashboard(run_dirs: Sequence[Path], out_file: Path, title: Optional[str] = None,
+                    relations: Optional[Sequence[str]] = None) -> Path:
+    """Write the dashboard of ``run_dirs`` (run or sweep dirs) to ``out_file``; returns its path.
+
+    ``relations`` keeps only those relations in the heads heatmaps and the best-heads table (all by default).
+    """
     sources = load_sources([Path(p) for p in run_dirs])
     if not sources:
         raise FileNotFoundError("nothing to report: no heads, probe or sweep tables in " +
                                 ", ".join(str(p) for p in run_dirs))
+    if relations:
+        for s in sources:
+            if s.heads is not None:
+                s.heads = s.heads[s.heads["relation"].isin(list(relations))]
     title = title or "probing: " + " vs ".join(s.label for s in sources[:4])
     return write_page(Path(out_file), render(sources, title))
 
@@ -225,10 +233,13 @@ def main(argv: Optional[Sequence[str]] = None) -> None:
     parser.add_argument("--out", type=Path, default=None,
                         help="the HTML file (default: DIR/dashboard.html for one dir, ./dashboard.html for several)")
     parser.add_argument("--title", default=None)
+    parser.add_argument("--relations", default=None,
+                        help="comma-separated relations to show in the heads section (default: all)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    relations = [r.strip() for r in args.relations.split(",") if r.strip()] if args.relations else None
     try:
-        path = write_dashboard(args.dirs, args.out or default_out(args.dirs), args.title)
+        path = write_dashboard(args.dirs, args.out or default_out(args.dirs), args.title, relations)
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)

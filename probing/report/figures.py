@@ -139,7 +139,10 @@ def best_heads(sources: Sequence[Any]) -> pd.DataFrame:
             df["label_set"] = "as_is"
         df = df[np.isfinite(pd.to_numeric(df["accuracy"], errors="coerce"))]
         idx = df.groupby(["label_set", "relation", "direction"], sort=False)["accuracy"].idxmax()
-        best = df.loc[idx.to_numpy()].copy()
+        best = df.loc[idx.to_numpy()].sort_values("label_set", key=lambda c: c != "as_is", kind="stable")
+        # a base label that collapsed nothing repeats its as-is row: keep the as-is one
+        same = ["relation", "direction", "layer", "head"] + [c for c in ("n", "accuracy") if c in best.columns]
+        best = best[~(best.duplicated(same, keep="first") & (best["label_set"] != "as_is"))]
         best.insert(0, "source", s.label)
         if "baseline_accuracy" in best.columns:
             best["gain"] = best["accuracy"] - best["baseline_accuracy"]

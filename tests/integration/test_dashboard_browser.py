@@ -3,49 +3,30 @@ no network, renders every heatmap, logs no console error; a screenshot is saved.
 
 from __future__ import annotations
 
-import re
-import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from probing.report.browser import find_chromium, render
 from probing.report.dashboard import write_dashboard
 from probing.results import write_table
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
-CHROMIUM = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-         "--enable-logging=stderr", "--v=0", "--virtual-time-budget=30000"]
-# Chromium writes the page's console messages to stderr as `INFO:CONSOLE(line)] "message", source: URL`
-CONSOLE = re.compile(r':CONSOLE[:(]\d*\)?\] "(.*)", source: (\S*)')
 
 
-def chromium(url: str, tmp: Path, *extra: str) -> subprocess.CompletedProcess:
-    if CHROMIUM is None:
-        pytest.skip("headless Chromium not installed (apt-get install -y chromium)")
-    profile = tmp / f"profile-{len(list(tmp.glob('profile-*')))}"
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", *extra, url], capture_output=True,
-                          text=True, timeout=180)
+@pytest.fixture(autouse=True)
+def chromium():
+    if find_chromium() is None:
+        pytest.skip("headless Chromium not installed (Debian: apt-get install -y chromium)")
 
 
-def load(page: Path, tmp: Path, screenshot: Path | None = None) -> tuple[str, list[str]]:
-    """The DOM after the page's scripts ran, and the console messages the page logged."""
-    extra = ["--dump-dom"] + ([f"--screenshot={screenshot}", "--window-size=1400,1600"] if screenshot else [])
-    got = chromium(page.resolve().as_uri(), tmp, *extra)
-    assert got.returncode == 0, got.stderr[-2000:]
-    console = [m.group(1) for m in CONSOLE.finditer(got.stderr) if m.group(2).startswith("file:")]
-    return got.stdout, console
-
-
-def status(dom: str) -> dict[str, str]:
-    span = re.search(r'<span id="status"([^>]*)>', dom)
-    assert span, "the page has no #status element"
-    return dict(re.findall(r'data-([a-z]+)="([^"]*)"', span.group(1)))
+def load(page: Path, screenshot: Path | None = None) -> tuple[str, list[str], dict[str, str]]:
+    """The DOM after the page's scripts ran, the console messages the page logged, and its #status."""
+    got = render(page, screenshot, 1400, 1600)
+    return got.dom, got.console, got.status()
 
 
 def fake_heads_run(path: Path, model: str, n_layers: int, n_heads: int, relations: dict[str, int], seed: int) -> None:
@@ -101,8 +82,7 @@ def test_dashboard_in_headless_chromium(tmp_path):
     # 3 pattern metrics x 2 runs
     expected = 7 * 2 * 2 * 2 + 2 + 3 * 2
     shot = tmp_path / "dashboard.png"
-    dom, console = load(page, tmp_path, shot)
-    st = status(dom)
+    dom, console, st = load(page, shot)
     assert st["expected"] == str(expected)
     assert st["heatmaps"] == str(expected), st
     assert st["errors"] == "0" and console == [], console
@@ -118,8 +98,8 @@ def test_broken_page_is_caught(tmp_path):
                    "<script>window.__e=[];window.addEventListener('error',e=>__e.push(e.message));</script>"
                    "<script>notAFunction();</script><script>document.getElementById('status')"
                    ".dataset.errors=String(__e.length);</script></body></html>")
-    dom, console = load(bad, tmp_path)
-    assert status(dom)["errors"] == "1"
+    dom, console, st = load(bad)
+    assert st["errors"] == "1"
     assert any("notAFunction" in m for m in console)
 
 
@@ -134,6 +114,6 @@ def test_inspector_page_in_headless_chromium(tmp_path):
     cfg.text = "The cat sat on the mat."
     cfg.inspect.bertviz = False
     out = run_inspect(cfg, tmp_path / "inspect")
-    dom, console = load(Path(out["html"]), tmp_path, tmp_path / "inspect.png")
+    dom, console, _ = load(Path(out["html"]), tmp_path / "inspect.png")
     assert console == [], console
     assert dom.count('class="plotly-graph-div js-plotly-plot"') == 1 and dom.count("<td class=\"l gold\"") > 0

@@ -34,7 +34,8 @@ def heads_table(model: str = "m", n_layers: int = 2, n_heads: int = 2) -> pd.Dat
 def test_best_heads_picks_the_argmax_per_relation_and_direction(tmp_path):
     src = load_sources_from({"heads": heads_table()}, tmp_path)[0]
     best = F.best_heads([src])
-    assert len(best) == 8  # (as_is: nsubj, nmod:poss; base: nsubj, nmod) x 2 directions
+    # (as_is: nsubj, nmod:poss; base: nmod) x 2 directions; base nsubj repeats as_is nsubj and is left out
+    assert len(best) == 6 and set(best[best.label_set == "base"].relation) == {"nmod"}
     row = best[(best.label_set == "as_is") & (best.relation == "nsubj") & (best.direction == "dep_to_head")].iloc[0]
     assert (row.layer, row["head"]) == (1, 1) and row.accuracy == pytest.approx(0.4)
     assert row.gain == pytest.approx(0.4 - 0.25)
@@ -110,6 +111,9 @@ def test_cli_errors_and_default_output(tmp_path, capsys):
     write_table(heads_table(), run, "heads")
     main([str(run)])
     assert capsys.readouterr().out.strip() == str((run / "dashboard.html").resolve())
+    main([str(run), "--relations", "nsubj", "--out", str(tmp_path / "one.html")])
+    html = (tmp_path / "one.html").read_text()
+    assert re.search(r"data-expected='(\d+)'", html).group(1) == "4" and "nmod:poss" not in html
 
 
 def put_json(path, obj) -> None:
