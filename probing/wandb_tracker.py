@@ -111,7 +111,8 @@ class WandbTracker:
         self.out_dir.mkdir(parents=True, exist_ok=True)
         overrides = _overrides(self.out_dir)
         multirun = job_name is not None
-        name = self.out_dir.name if not multirun else f"{self.out_dir.parent.name}/{self.out_dir.name}"
+        name = getattr(cfg, "run_name", None) or (
+            self.out_dir.name if not multirun else f"{self.out_dir.parent.name}/{self.out_dir.name}")
         if overrides:
             name = f"{name} {','.join(overrides)}"[:128]
         task = (config.get("task") or {}).get("name") if isinstance(config.get("task"), Mapping) else None
@@ -213,10 +214,39 @@ class WandbTracker:
                 self.log_table(name, df)
             if name == "heads":
                 self.log_metrics(best_head_summary(df))
-        for path in sorted(self.out_dir.glob("**/*.png")):
-            if "wandb" in path.relative_to(self.out_dir).parts or str(path.resolve()) in self._logged_images:
+        # the run's own figures only (a sweep dir also holds its jobs' dirs, which have their own runs)
+        for path in sorted(set(self.out_dir.glob("*.png")) | set(self.out_dir.glob("figures/**/*.png"))):
+            if str(path.resolve()) in self._logged_images:
                 continue
             self.log_image(f"figures/{path.relative_to(self.out_dir).with_suffix('').as_posix()}", path)
+
+
+def log_sweep_dir(sweep_dir: Path, project: str = "probing", mode: str = "offline",
+                  entity: Optional[str] = None) -> Optional[Path]:
+    """Mirror a collected sweep dir (``sweep`` and ``failed_jobs`` tables, ``figures/*.png``) into one wandb
+    run in the group of the sweep's jobs (``experiment/<sweep dir name>``). Returns the offline run dir, or
+    None when wandb could not run (a warning, as everywhere)."""
+    from types import SimpleNamespace
+
+    sweep_dir = Path(sweep_dir)
+    experiment = "default"
+    for cfg_path in sorted(sweep_dir.glob("*/.hydra/config.yaml"))[:1]:
+        try:
+            import yaml
+
+            experiment = (yaml.safe_load(cfg_path.read_text()) or {}).get("experiment_name", experiment)
+        except Exception:  # noqa: BLE001 - the group name is cosmetic
+            pass
+    cfg = SimpleNamespace(project=project, mode=mode, entity=entity, tags=["collect"],
+                          group=f"{experiment}/{sweep_dir.name}", run_name=f"collect {sweep_dir.name}")
+    config = {"experiment_name": experiment, "task": {"name": "collect"}, "sweep_dir": str(sweep_dir)}
+    try:
+        tracker = WandbTracker(cfg, config, sweep_dir, job_name="collect")
+    except Exception as e:  # noqa: BLE001
+        log.warning("wandb could not start (%s: %s); the sweep table is written locally only", type(e).__name__, e)
+        return None
+    tracker.finish(True)  # finish() mirrors the dir's tables and figures
+    return tracker.run_dir
 
 
 @contextmanager

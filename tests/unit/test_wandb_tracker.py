@@ -7,6 +7,7 @@ import json
 import logging
 import sys
 import types
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -29,6 +30,20 @@ def wandb_env(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     monkeypatch.setenv("WANDB_START_METHOD", "thread")
     return tmp_path
+
+
+def finished_records(run_dir: Path, timeout_s: float = 30.0) -> list:
+    """The records of an offline run once its exit record is on disk: wandb's service writes the file
+    asynchronously, so it can lag ``finish()`` by a few milliseconds."""
+    import time
+
+    run_file = next(Path(run_dir).glob("run-*.wandb"))
+    deadline = time.monotonic() + timeout_s
+    while True:
+        records = offline_records(run_file)
+        if any(r.WhichOneof("record_type") == "exit" for r in records) or time.monotonic() > deadline:
+            return records
+        time.sleep(0.05)
 
 
 def heads_frame(n_rows: int = 4) -> pd.DataFrame:
@@ -73,7 +88,7 @@ def test_offline_run_lands_in_the_run_dir_with_summary_config_and_tables(wandb_e
 
     runs = list((out_dir / "wandb").glob("offline-run-*"))
     assert len(runs) == 1, "one offline run, inside the run dir"
-    records = offline_records(next(runs[0].glob("run-*.wandb")))
+    records = finished_records(runs[0])
     run_rec = next(r.run for r in records if r.WhichOneof("record_type") == "run")
     assert run_rec.run_group == "exp"
     assert run_rec.project == "probing"
@@ -211,3 +226,20 @@ def test_failed_task_finishes_the_wandb_run_with_exit_code_1(wandb_env, monkeypa
     with pytest.raises(ValueError, match="bad input"):
         pipeline.run(cfg, wandb_env / "run")
     assert broken.calls[-1] == "finish:1"
+
+
+def test_a_collected_sweep_is_logged_in_the_group_of_its_jobs(wandb_env):
+    from probing.wandb_tracker import log_sweep_dir
+
+    sweep = wandb_env / "results" / "layers" / "multirun" / "2026-01-01_00-00-00"
+    (sweep / "0" / ".hydra").mkdir(parents=True)
+    (sweep / "0" / ".hydra" / "config.yaml").write_text("experiment_name: layers\n")
+    table = pd.DataFrame({"job": ["0", "0"], "layer": [0, 0], "head": [None, None],
+                          "metric": ["accuracy", "selectivity"], "value": [0.8, 0.3]})
+    write_table(table, sweep, "sweep")
+    run_dir = log_sweep_dir(sweep)
+    assert run_dir is not None and run_dir.parent == sweep / "wandb"
+    records = finished_records(run_dir)
+    run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
+    assert run.run_group == "layers/2026-01-01_00-00-00" and run.display_name == "collect 2026-01-01_00-00-00"
+    assert offline_summary(records)["sweep/nrows"] == 2
