@@ -42,7 +42,7 @@ def relation_heatmap(rows: pd.DataFrame, relation: str, directions: Sequence[str
         ax.tick_params(labelsize=7)
     fig.colorbar(im, ax=axes[0].tolist(), shrink=0.8, label="accuracy")
     fig.suptitle(f"{relation}  (n={int(rows['n'].iloc[0])})  {title}", fontsize=10)
-    fig.savefig(path, dpi=100, bbox_inches="tight")
+    fig.savefig(path, dpi=90, bbox_inches="tight")
     plt.close(fig)
     return path
 

@@ -96,15 +96,20 @@ class RelationAccumulator:
         # keys are sorted by relation first, so each relation is one contiguous block
         rstarts = np.flatnonzero(np.r_[True, key_rel[1:] != key_rel[:-1]])
         rends = np.r_[rstarts[1:], len(key_rel)]
-        self.totals[key_rel[rstarts]] += np.add.reduceat(per_key.astype(np.int64), rstarts, axis=0)
+        self.totals[key_rel[rstarts]] += np.add.reduceat(per_key, rstarts, axis=0, dtype=np.int64)
         self.totals[self.all_id] += per_sent.sum(axis=0, dtype=np.int64)
         if self.boot is None:
             return
-        per_key = per_key.astype(np.float32)
         for a, b in zip(rstarts, rends):
-            w = self.weights_t[key_sent[a:b]].astype(np.float32)  # (k, B)
-            self.boot[key_rel[a]] += w.T @ per_key[a:b]
-        self.boot[self.all_id] += self.weights_t[rows].astype(np.float32).T @ per_sent.astype(np.float32)
+            self._resample(key_rel[a], key_sent[a:b], per_key[a:b])
+        self._resample(self.all_id, rows, per_sent)
+
+    def _resample(self, rel: int, sentences: np.ndarray, counts: np.ndarray, block: int = 2048) -> None:
+        """``boot[rel] += weights[:, sentences] @ counts``, a bounded number of sentences at a time (the
+        float copy of the weights is ``block x B``, whatever the group size)."""
+        for a in range(0, len(sentences), block):
+            w = self.weights_t[sentences[a:a + block]].astype(np.float32)  # (k, B)
+            self.boot[rel] += w.T @ counts[a:a + block].astype(np.float32)
 
     def result(self) -> RelationCounts:
         return RelationCounts("as_is", self.relations, self.totals, self.boot)
@@ -113,13 +118,13 @@ class RelationAccumulator:
 def count_relations(store: AttentionStore, corpus: Corpus, indices: Optional[Sequence[int]] = None,
                     directions: Sequence[str] = ("dep_to_head", "head_to_dep"),
                     offsets: Sequence[int] = (-3, -2, -1, 1, 2, 3), label_sets: Sequence[str] = LABEL_SETS,
-                    n_resamples: int = 0, seed: int = 0, chunk_sentences: int = 4096, block_mb: float = 4.0
+                    n_resamples: int = 0, seed: int = 0, chunk_words: int = 50_000, block_mb: float = 4.0
                     ) -> dict[str, RelationCounts]:
     """Hits of every head and offset per relation, for each label set (one pass over the store).
 
     Two levels: sentences are read and scored in small blocks (``block_mb`` of maps, cache-sized), and
-    their per-word hits are summed per (relation, sentence) in groups of ``chunk_sentences`` (large, so the
-    bootstrap products are few and big). Only the labelled relations are counted; ``base`` is derived from
+    their per-word hits are summed per (relation, sentence) in groups of about ``chunk_words`` words (large,
+    so the bootstrap products are few and big, and bounded, so memory does not grow with the corpus). Only the labelled relations are counted; ``base`` is derived from
     them (:func:`collapse`)."""
     idx = sentence_order(store, indices)
     if len(idx) == 0:
@@ -135,18 +140,32 @@ def count_relations(store: AttentionStore, corpus: Corpus, indices: Optional[Seq
     vocab, ids = relation_ids(corpus, idx)
     acc = RelationAccumulator(vocab, ids, n_features, weights_t)
     gold_heads = [np.asarray(corpus[int(i)].heads, dtype=np.int64) for i in idx]
-    order = np.argsort(store.n_words[idx], kind="stable")
-    for group in np.array_split(order, max(1, -(-len(order) // max(1, chunk_sentences)))):
+    for group in word_groups(store.n_words[idx], chunk_words):
         rows, ns, parts = [], [], []
-        for chunk in iter_chunks(store, idx[group], chunk_sentences, block_mb):
+        for chunk in iter_chunks(store, idx[group], len(group), block_mb):
             chunk_rows = group[chunk.rows]
             parts.append(_word_features(chunk, [gold_heads[int(r)] for r in chunk_rows], directions, offsets))
             rows.append(chunk_rows)
             ns.append(chunk.n)
-        acc.add(np.concatenate(rows), np.concatenate(ns), np.concatenate(parts))
+        data = np.concatenate(parts)
+        parts.clear()  # the blocks' copies go before the group is summed
+        acc.add(np.concatenate(rows), np.concatenate(ns), data)
     as_is = acc.result()
     out = {"as_is": as_is, "base": collapse(as_is)}
     return {ls: out[ls] for ls in label_sets}
+
+
+def word_groups(n_words: np.ndarray, chunk_words: int) -> list[np.ndarray]:
+    """Positions shortest sentence first, cut into groups of at most ``chunk_words`` words (a longer
+    sentence is a group of its own)."""
+    order = np.argsort(n_words, kind="stable")
+    total = np.cumsum(n_words[order])
+    cuts, start, base = [], 0, 0
+    while start < len(order):
+        end = max(start + 1, int(np.searchsorted(total, base + chunk_words, side="right")))
+        cuts.append(order[start:end])
+        base, start = int(total[end - 1]), end
+    return cuts
 
 
 def _word_features(chunk, heads: list[np.ndarray], directions: Sequence[str], offsets: Sequence[int]

@@ -148,7 +148,7 @@ def run_heads(cfg: Any, corpus: Corpus, store: AttentionStore, out_dir: Path, tr
     if corpus.has_trees:
         t = time.perf_counter()
         counts = count_relations(store, corpus, idx, directions, offsets, list(h.label_sets), h.bootstrap, h.seed,
-                                 h.chunk_sentences, h.block_mb)
+                                 h.chunk_words, h.block_mb)
         tables = [accuracy_table(counts[ls], directions, offsets, store.num_layers, store.num_heads, h.min_count,
                                  h.ci, list(h.skip_relations)) for ls in h.label_sets]
         heads_table = save("heads", pd.concat([t_[0] for t_ in tables], ignore_index=True))

@@ -32,11 +32,12 @@ def _find_cycle(heads: np.ndarray, root: int) -> Optional[np.ndarray]:
     while steps < n:
         p = p[p]
         steps *= 2
-    on_cycle = np.unique(p)
-    on_cycle = on_cycle[on_cycle != root]
-    if len(on_cycle) == 0:
+    reached = np.zeros(n, dtype=bool)
+    reached[p] = True
+    reached[root] = False
+    if not reached.any():
         return None
-    start = int(on_cycle[0])
+    start = int(reached.argmax())
     cyc = [start]
     v = int(heads[start])
     while v != start:
@@ -72,13 +73,13 @@ def _cle(s: np.ndarray, root: int) -> np.ndarray:
     c = len(rest)  # index of the contracted node in the smaller graph
     cyc_in = s[heads[cycle], cycle]  # score of the cycle arc entering each cycle node
     # entering the cycle at v from u costs s[u, v] - cyc_in[v]; keep the best v for each u
-    enter = s[np.ix_(rest, cycle)] - cyc_in[None, :]
+    enter = s[rest][:, cycle] - cyc_in[None, :]
     best_v = enter.argmax(axis=1)
     # leaving the cycle to w: the best cycle node as its head
-    leave = s[np.ix_(cycle, rest)]
+    leave = s[cycle][:, rest]
     best_u = leave.argmax(axis=0)
     s2 = np.full((c + 1, c + 1), -np.inf)
-    s2[:c, :c] = s[np.ix_(rest, rest)]
+    s2[:c, :c] = s[rest][:, rest]
     s2[:c, c] = enter[np.arange(c), best_v]
     s2[c, :c] = leave[best_u, np.arange(c)]
     root2 = int(np.searchsorted(rest, root))
@@ -92,6 +93,28 @@ def _cle(s: np.ndarray, root: int) -> np.ndarray:
     out[cycle[best_v[u]]] = rest[u]
     out[root] = -1
     return out
+
+
+def greedy_heads(scores: np.ndarray, root: int) -> np.ndarray:
+    """Every word's best head for a batch ``(G, n, n)`` of ``scores[g, head, dep]`` (no self-loops, the root
+    takes none): ``(G, n)`` with ``-1`` at the root. Where it has no cycle it is the maximum arborescence."""
+    s = np.array(scores, dtype=np.float64)
+    n = s.shape[-1]
+    s[:, np.arange(n), np.arange(n)] = -np.inf
+    heads = s.argmax(axis=1)
+    heads[:, root] = -1
+    return heads
+
+
+def acyclic(heads: np.ndarray, root: int) -> np.ndarray:
+    """``(G,)`` whether each ``(G, n)`` head assignment reaches the root from every word (pointer jumping)."""
+    p = heads.copy()
+    p[:, root] = root
+    steps = 1
+    while steps < p.shape[1]:
+        p = np.take_along_axis(p, p, axis=1)
+        steps *= 2
+    return (p == root).all(axis=1)
 
 
 def undirected_mst(weights: np.ndarray) -> np.ndarray:
@@ -152,13 +175,13 @@ def sentence_trees(words: np.ndarray, gold: np.ndarray, directions: Sequence[str
     for d in directions:
         if d not in ("dep_to_head", "head_to_dep"):
             raise ValueError(f"unknown direction {d!r}")
-        uas = np.zeros(g, dtype=np.int64)
-        uuas = np.zeros(g, dtype=np.int64)
-        for k in range(g):  # Chu-Liu-Edmonds has no batched form; one call per head
-            scores = a[k].T if d == "dep_to_head" else a[k]  # scores[head, dep]
-            pred = max_arborescence(scores, root)
-            uas[k] = int((pred[deps] == gold[deps]).sum())
-            uuas[k] = int(np.isin(edge_keys(deps, pred[deps], n), gold_keys).sum())
+        scores = a.transpose(0, 2, 1) if d == "dep_to_head" else a  # scores[g, head, dep]
+        pred = greedy_heads(scores, root)
+        # Chu-Liu-Edmonds has no batched form: one call per head whose greedy choice has a cycle
+        for k in np.flatnonzero(~acyclic(pred, root)):
+            pred[k] = max_arborescence(scores[k], root)
+        uas = (pred[:, deps] == gold[deps]).sum(axis=1)
+        uuas = np.isin(edge_keys(deps[None, :], pred[:, deps], n), gold_keys).sum(axis=1)
         out[f"{d}_uas"], out[f"{d}_uuas"] = uas, uuas
     e = undirected_mst(a + a.transpose(0, 2, 1))
     out["undirected_uuas"] = np.isin(edge_keys(e[..., 0], e[..., 1], n), gold_keys).sum(axis=1)

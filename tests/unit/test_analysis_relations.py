@@ -91,7 +91,7 @@ def test_min_count_and_subtype_collapsing(data):
 def test_order_and_chunking_do_not_change_scores(data):
     corpus, store = data
     a = count_relations(store, corpus, directions=DIRS, offsets=OFFS, n_resamples=20, seed=3)
-    b = count_relations(store, corpus, directions=DIRS, offsets=OFFS, n_resamples=20, seed=3, chunk_sentences=7,
+    b = count_relations(store, corpus, directions=DIRS, offsets=OFFS, n_resamples=20, seed=3, chunk_words=20,
                         block_mb=0.001)
     assert np.array_equal(a["as_is"].totals, b["as_is"].totals)
     assert np.allclose(a["as_is"].boot, b["as_is"].boot)
