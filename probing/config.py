@@ -129,7 +129,7 @@ class HeadsConfig:
     trees: bool = True
     tree_sentences: Optional[int] = 500  # first N analysed sentences (None: all); CLE runs per head
     figures: bool = True
-    chunk_sentences: int = 4096  # sentences whose per-sentence counts are summed together (bootstrap batch)
+    chunk_words: int = 50000  # words whose per-sentence counts are summed together (bootstrap batch)
     block_mb: float = 4.0  # maps read and scored at a time (cache-sized)
 
 
