@@ -180,16 +180,17 @@ def probe_figures(sources: Sequence[Any]) -> list[Fig]:
         if not per:
             continue
         metrics = [m for m in PROBE_HEADLINE if any((df["metric"] == m).any() for _, df in per)]
-        # per-layer lines: per-layer jobs as they are; per-head jobs as the best head of each layer
+        # per-layer lines: per-layer jobs as they are; per-head jobs as the best head of each layer (by the
+        # first headline metric), all its numbers from that same head
         fig = make_subplots(rows=1, cols=len(per), subplot_titles=[s.label for s, _ in per], shared_yaxes=True)
         for c, (s, df) in enumerate(per, start=1):
             layer_jobs = df[df["layer"].notna() & df["head"].isna()]
-            head_jobs = df[df["layer"].notna() & df["head"].notna()]
+            head_jobs = _best_head_per_layer(df[df["layer"].notna() & df["head"].notna()], metrics)
             for i, m in enumerate(metrics):
                 if len(layer_jobs[layer_jobs["metric"] == m]):
                     pts, how = layer_jobs[layer_jobs["metric"] == m].groupby("layer")["value"].mean(), "layer"
                 elif len(head_jobs[head_jobs["metric"] == m]):
-                    pts, how = head_jobs[head_jobs["metric"] == m].groupby("layer")["value"].max(), "best head"
+                    pts, how = head_jobs[head_jobs["metric"] == m].groupby("layer")["value"].mean(), "best head"
                 else:
                     continue
                 fig.add_trace(go.Scatter(x=pts.index, y=pts.values, mode="lines+markers", name=f"{m} ({how})",
@@ -229,6 +230,17 @@ def probe_figures(sources: Sequence[Any]) -> list[Fig]:
                                               colorbar=dict(title="sel.", len=0.45, y=0, yanchor="bottom")))
             out.append((f"probe={kind}: one probe per head", fig, count))
     return out
+
+
+def _best_head_per_layer(df: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
+    """The rows of the head with the highest first headline metric in each layer."""
+    if not len(df) or not metrics:
+        return df.iloc[0:0]
+    key = df[df["metric"] == metrics[0]].groupby(["layer", "head"], as_index=False)["value"].mean()
+    if not len(key):
+        return df.iloc[0:0]
+    best = key.loc[key.groupby("layer")["value"].idxmax().to_numpy(), ["layer", "head"]]
+    return df.merge(best, on=["layer", "head"])
 
 
 _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2")

@@ -144,3 +144,18 @@ def test_tree_figures_score_undirected_trees_by_uuas(tmp_path):
                                             ("trees: mst_undirected, undirected (UUAS)", 1)]
     assert np.array(figs[1][1].data[0].z, dtype=float) == pytest.approx(np.array([[0.5, 0.51], [0.6, 0.61]]))
     assert figs[1][1].data[0].customdata[0][0] == pytest.approx([0.45, 0.45])
+
+
+def test_per_head_sweeps_plot_the_numbers_of_each_layers_best_head(tmp_path):
+    rows = []
+    for layer, head, acc, ctl in ((0, 0, 0.6, 0.5), (0, 1, 0.5, 0.1), (1, 0, 0.7, 0.2), (1, 1, 0.9, 0.6)):
+        rows += [dict(probe="relation", layer=layer, head=head, metric=m, value=v)
+                 for m, v in (("accuracy", acc), ("control_accuracy", ctl), ("selectivity", acc - ctl))]
+    write_table(pd.DataFrame(rows), tmp_path / "sweep", "sweep")
+    figs = F.probe_figures(load_sources([tmp_path / "sweep"]))
+    lines = {t.name: list(t.y) for t in figs[0][1].data}
+    # layer 0: head 0 (accuracy 0.6) wins, so control 0.5 and selectivity 0.1 are head 0's, not the maxima
+    assert lines["accuracy (best head)"] == pytest.approx([0.6, 0.9])
+    assert lines["control_accuracy (best head)"] == pytest.approx([0.5, 0.6])
+    assert lines["selectivity (best head)"] == pytest.approx([0.1, 0.3])
+    assert figs[1][2] == 2  # the accuracy and selectivity grids
