@@ -106,7 +106,7 @@ class ArcProbe(BaseEstimator):
     ``C`` follows LogisticRegression: the objective is ``C * sum CE + ||w||^2 / 2`` (scaled by 1/D).
     """
 
-    def __init__(self, C: float = 1.0, max_iter: int = 1000, tol: float = 1e-6):
+    def __init__(self, C: float = 1.0, max_iter: int = 1000, tol: float = 1e-4):
         self.C = C
         self.max_iter = max_iter
         self.tol = tol
@@ -221,4 +221,5 @@ def run_arc(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection) ->
     by_rel = (pd.DataFrame({"relation": dte.relation.astype(str), "correct": pred == dte.head})
               .groupby("relation", sort=True)["correct"].agg(["size", "mean"]).reset_index()
               .rename(columns={"size": "n", "mean": "uas"}))
-    return ProbeResult(metrics, {"arc_weights": pd.concat(weights, ignore_index=True), "arc_uas_by_relation": by_rel})
+    tables = {"arc_weights": pd.concat(weights, ignore_index=True), "arc_uas_by_relation": by_rel}
+    return ProbeResult(metrics, tables)

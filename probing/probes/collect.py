@@ -30,6 +30,11 @@ _AXES = {"probe.layer": "layer", "probe.head": "head"}
 _NOT_METRICS = {"layer", "head", "n_heads", "seconds", "probe_seconds", "best_offset", "n_iter"}
 
 
+def _is_count(metric: str) -> bool:
+    """Sizes (n_train, eval_sentences, ...) are in the table but get no heatmap."""
+    return metric.startswith("n_") or metric.endswith("_sentences")
+
+
 def find_jobs(sweep_dir: Path) -> list[Path]:
     """Job dirs under ``sweep_dir`` (any depth), in natural order of their names."""
     dirs = {p.parent.parent for p in Path(sweep_dir).rglob(".hydra/overrides.yaml")}
@@ -96,7 +101,8 @@ def collect(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     for job, ov, cfg in info:
         ident = {
             "job": str(job.relative_to(sweep_dir)), "task": _get(cfg, "task.name"),
-            "probe": _get(cfg, "probe.kind"), "model": _get(cfg, "model.name"), "data": _get(cfg, "data.name"),
+            "probe": _get(cfg, "probe.kind"), "model": _get(cfg, "model.name"),
+            "data": _get(cfg, "data.name"),
             "layer": _get(cfg, "probe.layer"), "head": _get(cfg, "probe.head"),
         }
         ident.update({k: ov.get(k, _get(cfg, k)) for k in swept if k not in _AXES})
@@ -123,11 +129,15 @@ def _typed(df: pd.DataFrame) -> pd.DataFrame:
             df[col] = pd.array(pd.to_numeric(df[col], errors="coerce"), dtype="Float64").astype("Int64")
         elif col == "value":
             df[col] = df[col].astype(float)
-        elif df[col].map(lambda v: v is None or isinstance(v, (int, float)) and not isinstance(v, bool)).all():
+        elif df[col].map(_is_number_or_none).all():
             df[col] = pd.to_numeric(df[col], errors="coerce")
         else:
             df[col] = df[col].map(lambda v: None if v is None else str(v)).astype("string")
     return df
+
+
+def _is_number_or_none(v: Any) -> bool:
+    return v is None or isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _slug(text: str) -> str:
@@ -145,8 +155,11 @@ def heatmaps(table: pd.DataFrame, swept: list[str], out_dir: Path) -> list[Path]
     if table.empty or table["layer"].isna().all():
         return []
     out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.glob("heatmap_*.png"):  # figures of an earlier collect of this sweep
+        stale.unlink()
     # facet only by swept keys that vary (overrides.yaml also lists constants such as task=probe)
-    others = [k for k in swept if k not in _AXES and k in table.columns and table[k].nunique(dropna=False) > 1]
+    others = [k for k in swept
+              if k not in _AXES and k in table.columns and table[k].nunique(dropna=False) > 1]
     data = table[table["layer"].notna()].copy()
     data["head_col"] = data["head"].map(lambda h: "all" if pd.isna(h) else int(h))
     paths = []
@@ -155,8 +168,11 @@ def heatmaps(table: pd.DataFrame, swept: list[str], out_dir: Path) -> list[Path]
         key = key if isinstance(key, tuple) else (key,)
         suffix = "".join(f"__{_slug(f'{k}={v}')}" for k, v in zip(others, key))
         for metric, m in part.groupby("metric", sort=True):
+            if _is_count(metric):
+                continue
             grid = m.pivot_table(index="layer", columns="head_col", values="value", aggfunc="mean")
-            cols = sorted([c for c in grid.columns if c != "all"]) + (["all"] if "all" in grid.columns else [])
+            cols = sorted(c for c in grid.columns if c != "all")
+            cols += ["all"] if "all" in grid.columns else []
             grid = grid[cols].sort_index()
             fig, ax = plt.subplots(figsize=(1.0 + 0.55 * len(cols), 1.0 + 0.45 * len(grid)))
             im = ax.imshow(grid.to_numpy(dtype=float), aspect="auto", cmap="viridis")
@@ -202,8 +218,10 @@ def main(argv: Optional[list[str]] = None) -> None:
     except FileNotFoundError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
-    print(f"{s['complete']} of {s['jobs']} jobs complete; {s['rows']} rows -> {s['out']}/sweep.csv, sweep.parquet")
-    print(f"swept keys: {', '.join(s['swept']) or '(none)'}; {len(s['figures'])} heatmaps in {s['out']}/figures")
+    print(f"{s['complete']} of {s['jobs']} jobs complete; {s['rows']} rows -> "
+          f"{s['out']}/sweep.csv, sweep.parquet")
+    print(f"swept keys: {', '.join(s['swept']) or '(none)'}; "
+          f"{len(s['figures'])} heatmaps in {s['out']}/figures")
     if s["failed"]:
         print(f"failed or incomplete ({len(s['failed'])}): {', '.join(s['failed'])} (see failed_jobs.csv)")
 

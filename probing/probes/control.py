@@ -15,7 +15,8 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-# Attachment rules of the arc control task (Hewitt and Liang's "self" becomes ROOT: a word cannot head itself).
+# Attachment rules of the arc control task (Hewitt and Liang's "self" becomes ROOT: a word cannot head
+# itself).
 ARC_RULES = ("root", "first", "last")
 
 
@@ -30,9 +31,8 @@ def type_uniform(seed: int, *types: Sequence[str]) -> np.ndarray:
     # hash each distinct key once (type vocabularies are far smaller than the token counts)
     codes, uniques = pd.factorize(joined, sort=False)
     key = str(int(seed)).encode()
-    vals = np.fromiter(
-        (int.from_bytes(hashlib.blake2b(u.encode(), digest_size=8, key=key).digest(), "big") for u in uniques),
-        dtype=np.float64, count=len(uniques))
+    digests = (hashlib.blake2b(u.encode(), digest_size=8, key=key).digest() for u in uniques)
+    vals = np.fromiter((int.from_bytes(d, "big") for d in digests), dtype=np.float64, count=len(uniques))
     return (vals / 2.0**64)[codes]
 
 
@@ -74,9 +74,11 @@ def control_heads(words: Sequence[str], pos: np.ndarray, n: np.ndarray, seed: in
     return head
 
 
-def control_edges(words_a: Sequence[str], words_b: Sequence[str], positive_share: float, seed: int) -> np.ndarray:
+def control_edges(words_a: Sequence[str], words_b: Sequence[str], positive_share: float,
+                  seed: int) -> np.ndarray:
     """Binary control labels for word pairs: the unordered type pair is an "arc" with the training
     positive share."""
     a, b = np.asarray(words_a, dtype=object), np.asarray(words_b, dtype=object)
     lo, hi = np.where(a <= b, a, b), np.where(a <= b, b, a)
-    return (type_uniform(seed, lo, hi, np.full(len(a), "edge", dtype=object)) < positive_share).astype(np.int64)
+    u = type_uniform(seed, lo, hi, np.full(len(a), "edge", dtype=object))
+    return (u < positive_share).astype(np.int64)

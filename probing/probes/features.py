@@ -55,16 +55,19 @@ def feature_directions(feature_set: str) -> tuple[str, ...]:
 
 
 def gather(store: AttentionStore, sent: np.ndarray, qpos: np.ndarray, kpos: np.ndarray, sel: HeadSelection,
-           chunk_elements: int = 1 << 23) -> np.ndarray:
+           chunk_elements: int = 1 << 23, out: Optional[np.ndarray] = None) -> np.ndarray:
     """``out[r, k] = maps(sent[r])[layer_k, head_k, qpos[r], kpos[r]]`` as float32, ``(N, K)``.
 
     Positions count the special tokens (word i sits at ``prefix + i``); a position outside ``0..M-1``
-    gives 0.
+    gives 0. ``out`` may be a preallocated ``(N, K)`` float32 array (or a column slice of a bigger one).
     """
     sent = np.asarray(sent, dtype=np.int64)
     qpos, kpos = np.asarray(qpos, dtype=np.int64), np.asarray(kpos, dtype=np.int64)
     n_rows, k = len(sent), len(sel)
-    out = np.zeros((n_rows, k), dtype=np.float32)
+    if out is None:
+        out = np.zeros((n_rows, k), dtype=np.float32)
+    elif out.shape != (n_rows, k):
+        raise ValueError(f"out has shape {out.shape}, expected {(n_rows, k)}")
     if n_rows == 0:
         return out
     if (store.shard[sent] < 0).any():
@@ -102,16 +105,21 @@ def pair_features(store: AttentionStore, sent: np.ndarray, query: np.ndarray, ke
     sent = np.asarray(sent, dtype=np.int64)
     query, key = np.asarray(query, dtype=np.int64), np.asarray(key, dtype=np.int64)
     p, n = store.prefix[sent].astype(np.int64), store.n_words[sent].astype(np.int64)
-    blocks, names = [], []
-    for o in (0, *[int(x) for x in offsets if int(x) != 0]):
+    offs = (0, *[int(x) for x in offsets if int(x) != 0])
+    k = len(sel)
+    # one preallocated matrix, filled block by block: no concatenation copy of a multi-GB feature matrix
+    X = np.empty((len(sent), len(offs) * len(dirs) * k), dtype=np.float32)
+    names: list[str] = []
+    for o in offs:
         suffix = "" if o == 0 else f"{o:+d}"
         for d in dirs:
             src, dst = (query, key + o) if d == "fwd" else (key, query + o)
             inside = (dst >= 0) & (dst < n)
             dst_pos = np.where(inside, p + dst, -1)  # -1: outside the words -> feature 0
-            blocks.append(gather(store, sent, p + src, dst_pos, sel))
+            col = len(names)
+            gather(store, sent, p + src, dst_pos, sel, out=X[:, col:col + k])
             names.extend(f"{lab}:{d}{suffix}" for lab in sel.labels)
-    return np.concatenate(blocks, axis=1), names
+    return X, names
 
 
 def special_positions(store: AttentionStore, sent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

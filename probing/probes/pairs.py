@@ -72,8 +72,8 @@ def corpus_words(corpus: Corpus, indices: Sequence[int], collapse_subtypes: bool
     if not sent:
         raise ValueError("no sentences to probe")
     return Words(np.concatenate(sent), np.concatenate(pos), np.concatenate(n), np.concatenate(head),
-                 np.asarray(rel, dtype=object), np.asarray(word, dtype=object), np.asarray(head_word, dtype=object),
-                 np.concatenate(punct))
+                 np.asarray(rel, dtype=object), np.asarray(word, dtype=object),
+                 np.asarray(head_word, dtype=object), np.concatenate(punct))
 
 
 def gold_arcs(words: Words, exclude_punct: bool) -> Words:

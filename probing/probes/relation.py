@@ -27,7 +27,8 @@ from probing.probes.pairs import gold_arcs
 
 
 def make_classifier(pcfg: Any) -> Pipeline:
-    """Standardised features into L2 logistic regression (lbfgs) with the probe's C, max_iter, class weights."""
+    """Standardised features into L2 logistic regression (lbfgs) with the probe's C, max_iter and
+    class weights."""
     class_weight = pcfg.class_weight if pcfg.class_weight not in (None, "none", "None") else None
     return make_pipeline(StandardScaler(), LogisticRegression(
         C=pcfg.C, max_iter=pcfg.max_iter, class_weight=class_weight, random_state=pcfg.seed, solver="lbfgs"))
@@ -72,8 +73,8 @@ def run_relation(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelectio
         "n_classes": int(len(model.classes_)), "converged": converged,
     }
     prec, rec, f1, support = precision_recall_fscore_support(yte, pred, labels=labels, zero_division=0)
-    per_rel = pd.DataFrame({"relation": labels, "support": support, "precision": prec, "recall": rec, "f1": f1,
-                            "probe": "task"})
+    per_rel = pd.DataFrame({"relation": labels, "support": support, "precision": prec, "recall": rec,
+                            "f1": f1, "probe": "task"})
     cm_labels = sorted(set(yte) | set(pred))
     cm = confusion_matrix(yte, pred, labels=cm_labels)
     gi, pi = np.nonzero(cm)

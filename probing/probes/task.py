@@ -46,8 +46,9 @@ def config_key(cfg: Any) -> str:
             else node
     extract = {k: v for k, v in plain(cfg.extract).items() if k not in _VOLATILE_EXTRACT}
     data = {k: v for k, v in plain(cfg.data).items() if k not in ("split", "index")}
+    probe = {k: v for k, v in plain(cfg.probe).items() if k != "skip_complete"}
     inputs = {"format": PROBE_FORMAT, "model": plain(cfg.model), "data": data, "extract": extract,
-              "probe": plain(cfg.probe)}
+              "probe": probe}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -145,7 +146,8 @@ def run_probe(cfg: Any, out_dir: Path, tracker: Tracker) -> dict:
     if pcfg.skip_complete:
         done = completed(out_dir, key)
         if done is not None:
-            log.info("%s already holds complete results for this config (key %s): not recomputed", out_dir, key)
+            log.info("%s already holds complete results for this config (key %s): not recomputed",
+                     out_dir, key)
             return {**done, "reused_results": True}
     start = time.perf_counter()
     train, ev, note = load_splits(cfg)

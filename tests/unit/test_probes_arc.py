@@ -74,7 +74,8 @@ def test_fit_learns_the_planted_head_and_follows_the_estimator_contract():
     R[gold < 0, 1] += 0.8  # ROOT stands out in root feature 1
     data = ArcData(X, R, sizes, gold)
     probe = ArcProbe(C=10.0)
-    assert not hasattr(probe, "coef_") and clone(probe).get_params() == {"C": 10.0, "max_iter": 1000, "tol": 1e-6}
+    assert not hasattr(probe, "coef_")
+    assert clone(probe).get_params() == {"C": 10.0, "max_iter": 1000, "tol": 1e-4}
     assert probe.fit(data) is probe and probe.converged_
     assert probe.score(data) > 0.97 and probe.coef_[0] > 0 and probe.root_coef_[1] > 0
 

@@ -38,14 +38,16 @@ def test_collect_merges_jobs_lists_failures_and_draws_heatmaps(tmp_path, capsys)
     for layer in (0, 1):
         for head in (0, 1, 2):
             acc = 0.1 * layer + 0.01 * head
-            job(sweep, k, layer, head, 1.0, {"task": "probe", "accuracy": acc, "selectivity": acc / 2,
-                                             "converged": True, "probe": "relation", "layer": layer, "seconds": 2})
+            metrics = {"task": "probe", "accuracy": acc, "selectivity": acc / 2, "converged": True,
+                       "probe": "relation", "layer": layer, "seconds": 2}
+            job(sweep, k, layer, head, 1.0, metrics)
             k += 1
     job(sweep, k, 2, 0, 1.0, None, log="[x][probing][ERROR] error: probe=relation: no arcs to probe\n")
     s = write_collection(sweep, tmp_path / "out")
     assert s["jobs"] == 7 and s["complete"] == 6 and s["failed"] == ["6"]
     df = pd.read_parquet(tmp_path / "out" / "sweep.parquet")
-    assert sorted(df["metric"].unique()) == ["accuracy", "selectivity"]  # flags, names and timings are not metrics
+    # flags, names and timings are not metrics
+    assert sorted(df["metric"].unique()) == ["accuracy", "selectivity"]
     assert len(df) == 12 and set(df.columns) >= {"job", "layer", "head", "probe.C", "metric", "value"}
     row = df[(df.layer == 1) & (df["head"] == 2) & (df.metric == "accuracy")]
     assert row["value"].item() == 0.1 + 0.02

