@@ -14,7 +14,10 @@ Fig = tuple[str, Any, int]
 
 LABEL_SETS = ("as_is", "base")
 DIRECTIONS = ("dep_to_head", "head_to_dep")
-PROBE_HEADLINE = ("accuracy", "control_accuracy", "selectivity", "uas", "las", "f1", "macro_f1")
+# A probe's main score comes first (relation: accuracy, arc: UAS, edge: ROC AUC); the best head of a layer is
+# the one with the highest main score.
+PROBE_PRIMARY = ("accuracy", "uas", "roc_auc")
+PROBE_HEADLINE = PROBE_PRIMARY + ("control_accuracy", "selectivity", "las", "f1", "macro_f1")
 
 
 def grid(df: pd.DataFrame, value: str, n_layers: int, n_heads: int) -> np.ndarray:
@@ -180,6 +183,8 @@ def probe_figures(sources: Sequence[Any]) -> list[Fig]:
         if not per:
             continue
         metrics = [m for m in PROBE_HEADLINE if any((df["metric"] == m).any() for _, df in per)]
+        if not metrics or metrics[0] not in PROBE_PRIMARY:
+            continue  # no score to plot
         # per-layer lines: per-layer jobs as they are; per-head jobs as the best head of each layer (by the
         # first headline metric), all its numbers from that same head
         fig = make_subplots(rows=1, cols=len(per), subplot_titles=[s.label for s, _ in per], shared_yaxes=True)
@@ -208,7 +213,7 @@ def probe_figures(sources: Sequence[Any]) -> list[Fig]:
         out.append((f"probe={kind}: accuracy, control and selectivity per layer", fig, 0))
         heat = [(s, df[df["layer"].notna() & df["head"].notna()]) for s, df in per]
         heat = [(s, df) for s, df in heat if len(df)]
-        hm = [m for m in ("accuracy", "uas", "selectivity") if any((df["metric"] == m).any() for _, df in heat)]
+        hm = [m for m in PROBE_PRIMARY + ("selectivity",) if any((df["metric"] == m).any() for _, df in heat)]
         if heat and hm:
             fig = make_subplots(rows=len(hm), cols=len(heat), subplot_titles=[f"{s.label} · {m}" for m in hm
                                                                              for s, _ in heat])

@@ -159,3 +159,17 @@ def test_per_head_sweeps_plot_the_numbers_of_each_layers_best_head(tmp_path):
     assert lines["control_accuracy (best head)"] == pytest.approx([0.5, 0.6])
     assert lines["selectivity (best head)"] == pytest.approx([0.1, 0.3])
     assert figs[1][2] == 2  # the accuracy and selectivity grids
+
+
+def test_arc_probe_sweeps_rank_heads_by_uas(tmp_path):
+    rows = []
+    for head, uas, ctl in ((0, 0.3, 0.9), (1, 0.8, 0.2)):  # head 0 has the higher control score, head 1 the UAS
+        rows += [dict(probe="arc", layer=0, head=head, metric=m, value=v)
+                 for m, v in (("uas", uas), ("control_accuracy", ctl), ("selectivity", uas - ctl))]
+    write_table(pd.DataFrame(rows), tmp_path / "sweep", "sweep")
+    figs = F.probe_figures(load_sources([tmp_path / "sweep"]))
+    lines = {t.name: list(t.y) for t in figs[0][1].data}
+    assert sorted(lines) == ["control_accuracy (best head)", "selectivity (best head)", "uas (best head)"]
+    assert lines["uas (best head)"] == pytest.approx([0.8])
+    assert lines["control_accuracy (best head)"] == pytest.approx([0.2])
+    assert lines["selectivity (best head)"] == pytest.approx([0.6])
