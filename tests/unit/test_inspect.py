@@ -105,3 +105,15 @@ def test_sentence_sources(tmp_path):
     cfg.data.index = 10_000
     with pytest.raises(ProbingError, match="data.index=10000"):
         sentences_to_inspect(cfg)
+
+
+def test_a_conllu_file_brings_its_gold_trees(tmp_path):
+    f = tmp_path / "two.conllu"
+    f.write_text(
+        "# sent_id = a\n1\tDogs\tdog\tNOUN\t_\t_\t2\tnsubj\t_\t_\n2\tbark\tbark\tVERB\t_\t_\t0\troot\t_\t_\n\n"
+        "# sent_id = b\n1\tCats\tcat\tNOUN\t_\t_\t2\tnsubj\t_\t_\n2\tsleep\tsleep\tVERB\t_\t_\t0\troot\t_\t_\n\n")
+    cfg = OmegaConf.structured(RunConfig)
+    cfg.inspect.file = str(f)
+    got = sentences_to_inspect(cfg)
+    assert [s.words for s, _ in got] == [("Dogs", "bark"), ("Cats", "sleep")]
+    assert [s.heads for s, _ in got] == [(1, -1), (1, -1)] and "two.conllu" in got[0][1]
