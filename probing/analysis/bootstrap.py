@@ -22,13 +22,15 @@ def resample_counts(n_sentences: int, n_resamples: int, seed: int, block: int = 
     if n_resamples == 0 or n_sentences == 0:
         return out
     rng = np.random.default_rng(seed)
-    p = np.full(n_sentences, 1.0 / n_sentences)
     for start in range(0, n_resamples, block):
         k = min(block, n_resamples - start)
-        draw = rng.multinomial(n_sentences, p, size=k)
-        if draw.max() > 255:  # practically impossible (P(count > 255) for Poisson(1)); be exact anyway
+        # S uniform draws with replacement per resample, counted per sentence: a multinomial, several
+        # times faster than rng.multinomial over S categories
+        draw = rng.integers(0, n_sentences, size=(k, n_sentences)) + np.arange(k)[:, None] * n_sentences
+        counts = np.bincount(draw.ravel(), minlength=k * n_sentences).reshape(k, n_sentences)
+        if counts.max() > 255:  # practically impossible (about Poisson(1) counts); be exact anyway
             raise OverflowError("a sentence was drawn more than 255 times in one resample")
-        out[start:start + k] = draw
+        out[start:start + k] = counts
     return out
 
 

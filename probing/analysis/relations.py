@@ -44,7 +44,8 @@ class RelationCounts:
 
 def relation_ids(corpus: Corpus, indices: np.ndarray) -> tuple[list[str], list[np.ndarray]]:
     """The labelled (``as_is``) relation vocabulary (sorted, ``ALL`` appended) and each sentence's ids."""
-    rels = [corpus[int(i)].relations for i in indices]
+    # a tree without labels (e.g. an HF dataset without a relation column) still counts in ALL
+    rels = [corpus[int(i)].relations or ("_",) * len(corpus[int(i)]) for i in indices]
     vocab = sorted({r for rs in rels for r in rs} - {ALL})
     lookup = {r: k for k, r in enumerate(vocab)}
     return vocab + [ALL], [np.fromiter((lookup[r] for r in rs), dtype=np.int64, count=len(rs)) for rs in rels]

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+from analysis_store import build_store, synthetic_corpus
 from scipy.spatial.distance import jensenshannon
 
-from analysis_store import build_store, synthetic_corpus
 from probing.analysis.distances import distance_table, head_distances, js_distance_sums, mds_embedding
 from probing.analysis.patterns import METRICS, attention_patterns, layer_means, sentence_patterns
 

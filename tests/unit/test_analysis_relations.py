@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-
 from analysis_store import build_store, synthetic_corpus
+
 from probing.analysis.bootstrap import percentile_interval, resample_counts
 from probing.analysis.relations import ALL, accuracy_table, best_heads, collapse, count_relations
 from probing.corpus.sentence import base_relation

@@ -3,7 +3,14 @@
 import numpy as np
 import pytest
 
-from probing.analysis.scoring import as_ordered, head_correct, offset_correct, pad_gold, predict, zero_diagonal
+from probing.analysis.scoring import (
+    as_ordered,
+    head_correct,
+    offset_correct,
+    pad_gold,
+    predict,
+    zero_diagonal,
+)
 
 
 def test_ties_go_to_the_leftmost_word_and_the_diagonal_is_ignored():

@@ -4,9 +4,9 @@ import json
 import logging
 
 import pytest
+from analysis_store import build_store, synthetic_corpus
 from omegaconf import OmegaConf
 
-from analysis_store import build_store, synthetic_corpus
 from probing.analysis.task import run_heads
 from probing.config import RunConfig
 from probing.results import read_table

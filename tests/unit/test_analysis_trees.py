@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
+from analysis_store import build_store, synthetic_corpus
 from scipy.sparse.csgraph import minimum_spanning_tree
 
-from analysis_store import build_store, synthetic_corpus
 from probing.analysis.trees import chain_heads, max_arborescence, sentence_trees, tree_scores, undirected_mst
 
 
