@@ -50,17 +50,18 @@ def relation_heatmap(rows: pd.DataFrame, relation: str, directions: Sequence[str
 def pattern_plot(patterns: pd.DataFrame, title: str, path: Path) -> Path:
     """Clark et al.'s figure 2 style: each head's mean attention to a position type, by layer; and the
     row entropy by layer against uniform attention."""
-    fig, axes = plt.subplots(1, len(PATTERN_PANELS) + 1, figsize=(3 * (len(PATTERN_PANELS) + 1), 2.8),
-                             squeeze=False)
+    fig, grid = plt.subplots(2, 4, figsize=(12, 5.6))
+    axes = grid.ravel()
+    axes[-1].axis("off")
     jitter = np.random.default_rng(0).uniform(-0.15, 0.15, len(patterns))
-    for ax, (col, label) in zip(axes[0], PATTERN_PANELS):
+    for ax, (col, label) in zip(axes, PATTERN_PANELS):
         ax.scatter(patterns["layer"] + jitter, patterns[col], s=10, alpha=0.7)
         means = patterns.groupby("layer")[col].mean()
         ax.plot(means.index, means.to_numpy(), color="black", lw=1)
         ax.set_title(f"attention to {label}", fontsize=9)
         ax.set_xlabel("layer")
         ax.set_ylim(0, 1)
-    ax = axes[0][-1]
+    ax = axes[len(PATTERN_PANELS)]
     ax.scatter(patterns["layer"] + jitter, patterns["entropy"], s=10, alpha=0.7, label="heads")
     ax.plot(*zip(*patterns.groupby("layer")["uniform_entropy"].mean().items()), color="gray", ls="--",
             label="uniform")
