@@ -155,8 +155,10 @@ def run_heads(cfg: Any, corpus: Corpus, store: AttentionStore, out_dir: Path, tr
         save("baselines", pd.concat([t_[1] for t_ in tables], ignore_index=True))
         best = save("best_heads", best_heads(heads_table.drop(columns=list(ident))))
         seconds["relations"] = time.perf_counter() - t
-        as_is = best[best["label_set"] == "as_is"] if "as_is" in set(best["label_set"]) else best
+        first = "as_is" if "as_is" in set(best["label_set"]) else str(best["label_set"].iloc[0])
+        as_is = best[best["label_set"] == first]
         metrics["best_heads"] = best_summary(as_is)
+        metrics["best_heads_label_set"] = first
         if "base" in set(best["label_set"]):
             metrics["best_heads_base"] = best_summary(best[best["label_set"] == "base"])
         metrics["relations_reported"] = sorted(set(as_is["relation"]) - {ALL})
@@ -211,7 +213,8 @@ def run_heads(cfg: Any, corpus: Corpus, store: AttentionStore, out_dir: Path, tr
 
     metrics["analysis_seconds"] = {k: round(v, 2) for k, v in seconds.items()}
     metrics["conventions"] = conventions(h, store)
-    label = "as_is" if not best.empty and "as_is" in set(best["label_set"]) else None
+    labels = [] if best.empty else list(dict.fromkeys(best["label_set"]))
+    label = "as_is" if "as_is" in labels else (labels[0] if labels else None)
     shown = best[best["label_set"] == label] if label else best
     log.info("best head per relation (%s, label set %s; layer-head 0-based):\n%s", title, label or "-",
              best_table_text(shown))
