@@ -216,6 +216,9 @@ def run_heads(cfg: Any, corpus: Corpus, store: AttentionStore, out_dir: Path, tr
     labels = [] if best.empty else list(dict.fromkeys(best["label_set"]))
     label = "as_is" if "as_is" in labels else (labels[0] if labels else None)
     shown = best[best["label_set"] == label] if label else best
-    log.info("best head per relation (%s, label set %s; layer-head 0-based):\n%s", title, label or "-",
-             best_table_text(shown))
+    if corpus.has_trees:
+        log.info("best head per relation (%s, label set %s; layer-head 0-based):\n%s", title, label or "-",
+                 best_table_text(shown))
+    else:
+        log.info("%s: no gold trees, so no best heads; patterns and head distances are in %s", title, out_dir)
     return metrics
