@@ -42,7 +42,6 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         if hc.mode.name == "MULTIRUN":
             raise
         sys.exit(2)
-    log.info("results: %s", out_dir)
     return metrics.get("objective") if isinstance(metrics, dict) else None
 
 

@@ -129,11 +129,15 @@ def run(cfg: DictConfig, out_dir: Path, job_name: Optional[str] = None) -> dict:
     start = time.perf_counter()
     try:
         metrics = TASKS[task](cfg, out_dir, tracker)
+        console = metrics.pop("_console", None)  # the task's closing summary, printed last
         metrics = {"task": task, **metrics, "seconds": round(time.perf_counter() - start, 3)}
         write_json(out_dir / "metrics.json", metrics)
         write_run_meta(out_dir, task=task, config=container)
         if task in REPORTED_TASKS and cfg.report.enabled:
             _write_report(out_dir, cfg.report)
+        log.info("results: %s", out_dir)
+        if console:
+            log.info("%s", console)
         tracker.log_metrics({k: v for k, v in metrics.items() if isinstance(v, (int, float, str, bool))})
         ok = True
         return metrics

@@ -30,6 +30,9 @@ from probing.tracking import Tracker
 log = logging.getLogger(__name__)
 
 
+CONSOLE_KEY = "_console"  # popped by the pipeline, never written to metrics.json
+
+
 def _check(h: Any) -> None:
     from probing.pipeline import ProbingError
 
@@ -216,9 +219,10 @@ def run_heads(cfg: Any, corpus: Corpus, store: AttentionStore, out_dir: Path, tr
     labels = [] if best.empty else list(dict.fromkeys(best["label_set"]))
     label = "as_is" if "as_is" in labels else (labels[0] if labels else None)
     shown = best[best["label_set"] == label] if label else best
+    # the pipeline prints this last, after the paths of the results and the dashboard
     if corpus.has_trees:
-        log.info("best head per relation (%s, label set %s; layer-head 0-based):\n%s", title, label or "-",
-                 best_table_text(shown))
+        metrics[CONSOLE_KEY] = (f"best head per relation ({title}, label set {label or '-'}; layer-head 0-based):\n"
+                                + best_table_text(shown))
     else:
-        log.info("%s: no gold trees, so no best heads; patterns and head distances are in %s", title, out_dir)
+        metrics[CONSOLE_KEY] = f"{title}: no gold trees, so no best heads; patterns and head distances are in {out_dir}"
     return metrics

@@ -63,7 +63,7 @@ def test_run_heads_writes_tables_figures_and_best_heads(tmp_path, caplog):
     assert conv["bootstrap"]["resamples"] == 50
     json.dumps(m, default=str)
     assert "heads" in tracker.tables and "figures/mds" in tracker.images
-    last = caplog.records[-1].getMessage()
+    last = m["_console"]  # the pipeline prints it last, after the paths
     assert last.startswith("best head per relation") and "det" in last and "baseline" in last
 
 
