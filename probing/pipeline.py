@@ -12,7 +12,8 @@ from typing import Any, Callable, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
-from probing.corpus import Corpus, load_corpus
+from probing.corpus import Corpus
+from probing.corpus.cache import load_corpus_cached
 from probing.encoder import load_encoder, model_identity
 from probing.extract import ExtractReport, extract
 from probing.results import write_json, write_run_meta
@@ -62,7 +63,8 @@ def describe_store(report: ExtractReport, corpus: Corpus) -> str:
 
 
 def load_main_corpus(cfg: Any) -> Corpus:
-    corpus = load_corpus(cfg.data)
+    """The run's corpus (``data.split``); parsed treebanks are cached beside the stores."""
+    corpus = load_corpus_cached(cfg.data, None, cfg.extract.cache_dir)
     if corpus.skipped:
         log.warning("data.strict=false: skipped %d malformed sentences %s", len(corpus.skipped),
                     corpus.skip_summary())

@@ -19,7 +19,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from probing.corpus import Corpus
-from probing.probes.corpus_cache import load_corpus_cached
+from probing.corpus.cache import load_corpus_cached
 from probing.probes.data import ProbeResult, ProbeSplit
 from probing.probes.features import HeadSelection, select_heads
 from probing.results import write_table

@@ -8,6 +8,7 @@ file that cannot be read is ignored and rewritten.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -44,8 +45,12 @@ def cache_path(data_cfg: Any, split: Optional[str], cache_dir: str) -> Optional[
     if src is None or not src.is_file():
         return None
     st = src.stat()
-    cfg = OmegaConf.to_container(data_cfg, resolve=True, enum_to_str=True) if OmegaConf.is_config(data_cfg) \
-        else dict(data_cfg)
+    if OmegaConf.is_config(data_cfg):
+        cfg = OmegaConf.to_container(data_cfg, resolve=True, enum_to_str=True)
+    elif dataclasses.is_dataclass(data_cfg):
+        cfg = dataclasses.asdict(data_cfg)
+    else:
+        cfg = dict(data_cfg)
     cfg = {k: v for k, v in cfg.items() if k != "index"}
     ident = {"cfg": cfg, "split": split, "file": str(src), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
              "python_pickle": pickle.HIGHEST_PROTOCOL}
