@@ -84,13 +84,14 @@ def _overrides(out_dir: Path) -> list[str]:
 
 
 def _table_frame(df: pd.DataFrame) -> pd.DataFrame:
-    """A frame wandb can type: categorical/enum/object columns as strings, NaN kept as None."""
+    """A frame wandb can type: categorical/enum/object columns as strings, NaN and NA as None."""
     out = df.copy()
     for col in out.columns:
         if isinstance(out[col].dtype, pd.CategoricalDtype) or out[col].dtype == object:
             out[col] = out[col].map(lambda v: None if v is None or (isinstance(v, float) and math.isnan(v))
                                     else str(getattr(v, "value", v)))
-        elif pd.api.types.is_string_dtype(out[col].dtype):
+        elif pd.api.types.is_string_dtype(out[col].dtype) or pd.api.types.is_extension_array_dtype(out[col].dtype):
+            # nullable Int64/boolean/string columns hold pd.NA, which wandb cannot serialise
             out[col] = out[col].astype(object).where(out[col].notna(), None)
     return out
 

@@ -212,6 +212,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     ap.add_argument("sweep_dir", type=Path, help="a Hydra multirun dir (hydra.sweep.dir)")
     ap.add_argument("--out", type=Path, default=None, help="where sweep.csv/.parquet and figures go "
                                                            "(default: the sweep dir)")
+    ap.add_argument("--wandb", choices=["offline", "online"], default=None,
+                    help="also log the merged table and heatmaps as one wandb run in the sweep's group")
+    ap.add_argument("--wandb-project", default="probing")
     args = ap.parse_args(argv)
     try:
         s = write_collection(args.sweep_dir, args.out)
@@ -224,6 +227,11 @@ def main(argv: Optional[list[str]] = None) -> None:
           f"{len(s['figures'])} heatmaps in {s['out']}/figures")
     if s["failed"]:
         print(f"failed or incomplete ({len(s['failed'])}): {', '.join(s['failed'])} (see failed_jobs.csv)")
+    if args.wandb:
+        from probing.wandb_tracker import log_sweep_dir
+
+        run_dir = log_sweep_dir(Path(s["out"]), project=args.wandb_project, mode=args.wandb)
+        print(f"wandb ({args.wandb}): {run_dir}" if run_dir else "wandb: not logged (see the warning above)")
 
 
 if __name__ == "__main__":

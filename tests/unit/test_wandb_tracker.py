@@ -243,3 +243,24 @@ def test_a_collected_sweep_is_logged_in_the_group_of_its_jobs(wandb_env):
     run = next(r.run for r in records if r.WhichOneof("record_type") == "run")
     assert run.run_group == "layers/2026-01-01_00-00-00" and run.display_name == "collect 2026-01-01_00-00-00"
     assert offline_summary(records)["sweep/nrows"] == 2
+
+
+def test_probing_collect_wandb_flag_logs_the_merged_sweep(wandb_env, capsys):
+    import json
+
+    from probing.probes.collect import main as collect_main
+
+    sweep = wandb_env / "results" / "layers" / "multirun" / "2026-01-02_00-00-00"
+    for num, layer in enumerate((0, 1)):
+        d = sweep / str(num)
+        (d / ".hydra").mkdir(parents=True)
+        (d / ".hydra" / "overrides.yaml").write_text(f"- task=probe\n- probe.layer={layer}\n")
+        (d / ".hydra" / "config.yaml").write_text(f"experiment_name: layers\nprobe:\n  layer: {layer}\n")
+        (d / "metrics.json").write_text(json.dumps({"task": "probe", "accuracy": 0.5 + layer / 10}))
+    collect_main([str(sweep), "--wandb", "offline"])
+    out = capsys.readouterr().out
+    assert "2 of 2 jobs complete" in out and "wandb (offline): " in out
+    run_dir = Path(out.split("wandb (offline): ")[1].split()[0])
+    assert run_dir.parent == sweep / "wandb"
+    records = finished_records(run_dir)
+    assert offline_summary(records)["sweep/nrows"] == 2
