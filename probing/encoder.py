@@ -35,6 +35,11 @@ def resolve_model_path(name_or_path: str) -> str:
     return name_or_path
 
 
+def resolved_device(name: str) -> str:
+    """``model.device`` as it will be used (``auto`` -> ``cuda`` when available, else ``cpu``)."""
+    return str(_device(name))
+
+
 def _device(name: str) -> torch.device:
     if name == "auto":
         if torch.cuda.is_available():

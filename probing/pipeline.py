@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -14,7 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from probing.corpus import Corpus
 from probing.corpus.cache import load_corpus_cached
-from probing.encoder import load_encoder, model_identity
+from probing.encoder import load_encoder, model_identity, resolved_device
 from probing.extract import ExtractReport, extract
 from probing.results import write_json, write_run_meta
 from probing.tracking import Tracker, make_tracker
@@ -26,11 +27,22 @@ class ProbingError(RuntimeError):
     """A user-facing failure: the CLI prints its message as one line and exits with status 2."""
 
 
+# the stores a run reads, for run_meta.json (set by run(); tasks need not pass it around)
+_STORES_USED: ContextVar[Optional[list]] = ContextVar("stores_used", default=None)
+
+
 def ensure_store(model_cfg: Any, corpus: Corpus, extract_cfg: Any) -> ExtractReport:
     """The attention store of ``corpus`` for this model and extraction config; the model is loaded only
     when the store has to be built."""
     identity = model_identity(model_cfg.name_or_path, model_cfg.revision, model_cfg.dtype)
-    return extract(lambda: load_encoder(model_cfg), corpus, extract_cfg, identity=identity, model_name=model_cfg.name)
+    report = extract(lambda: load_encoder(model_cfg), corpus, extract_cfg, identity=identity,
+                     model_name=model_cfg.name)
+    used = _STORES_USED.get()
+    if used is not None:
+        used.append({"corpus": corpus.name, "split": corpus.split, "corpus_fingerprint": corpus.fingerprint(),
+                     "store_key": report.store.key, "store_dir": str(report.store.dir), "reused": report.reused,
+                     "sentences": len(report.store), "skipped": len(report.store.skipped)})
+    return report
 
 
 def describe_store(report: ExtractReport, corpus: Corpus) -> str:
@@ -129,12 +141,15 @@ def run(cfg: DictConfig, out_dir: Path, job_name: Optional[str] = None) -> dict:
     tracker = make_tracker(cfg.logger, container, out_dir, job_name)
     ok = False
     start = time.perf_counter()
+    stores: list[dict] = []
+    token = _STORES_USED.set(stores)
     try:
         metrics = TASKS[task](cfg, out_dir, tracker)
         console = metrics.pop("_console", None)  # the task's closing summary, printed last
         metrics = {"task": task, **metrics, "seconds": round(time.perf_counter() - start, 3)}
         write_json(out_dir / "metrics.json", metrics)
-        write_run_meta(out_dir, task=task, config=container)
+        write_run_meta(out_dir, task=task, seed=cfg.seed, device=resolved_device(cfg.model.device),
+                       stores=stores, config=container)
         if task in REPORTED_TASKS and cfg.report.enabled:
             _write_report(out_dir, cfg.report)
         log.info("results: %s", out_dir)
@@ -144,6 +159,7 @@ def run(cfg: DictConfig, out_dir: Path, job_name: Optional[str] = None) -> dict:
         ok = True
         return metrics
     finally:
+        _STORES_USED.reset(token)
         try:
             tracker.finish(ok)
         except Exception as e:  # noqa: BLE001

@@ -30,7 +30,13 @@ def test_extract_grammar_then_reuse(tmp_path):
     assert (store / "manifest.json").is_file() and store.parent == tmp_path / "cache"
     assert (tmp_path / "run1" / ".hydra" / "config.yaml").is_file()
     meta = json.loads((tmp_path / "run1" / "run_meta.json").read_text())
-    assert meta["versions"]["torch"] and meta["task"] == "extract"
+    assert meta["versions"]["torch"] and meta["task"] == "extract" and meta["device"] == "cpu"
+    (used,) = meta["stores"]
+    assert used["store_dir"] == str(store) and used["sentences"] == 60 and used["reused"] is False
+    assert used["store_key"] == json.loads((store / "manifest.json").read_text())["key"]
+    from probing.corpus import generate_corpus
+
+    assert used["corpus_fingerprint"] == generate_corpus(60, 0).fingerprint()
     r2 = probing("task=extract", "data.n_sentences=60", f"hydra.run.dir={tmp_path / 'run2'}", cwd=tmp_path)
     assert r2.returncode == 0 and "reused (already built)" in r2.stdout
 
