@@ -7,11 +7,13 @@ type fails at start-up, naming the key.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import List, Optional
+from typing import Any, List, Optional
 
 from hydra.core.config_store import ConfigStore
+from omegaconf import OmegaConf
 
 
 class DataKind(str, Enum):
@@ -217,6 +219,20 @@ class RunConfig:
     inspect: InspectConfig = field(default_factory=InspectConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
+
+
+def enum_value(x: Any) -> Any:
+    """A config value as plain data: an enum member (``DataKind.grammar``) becomes its value (``"grammar"``)."""
+    return getattr(x, "value", x)
+
+
+def to_plain(node: Any) -> dict:
+    """A config node (OmegaConf, a dataclass instance or a mapping) as a plain, resolved dict; enums as strings."""
+    if OmegaConf.is_config(node):
+        return OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+    if dataclasses.is_dataclass(node):
+        return {k: enum_value(v) for k, v in dataclasses.asdict(node).items()}
+    return dict(node)
 
 
 def register_configs() -> None:

@@ -18,6 +18,7 @@ import numpy as np
 from filelock import FileLock
 
 from probing.alignment import pool_attention
+from probing.config import enum_value
 from probing.corpus import Corpus
 from probing.encoder import Encoder, Tokenized
 from probing.store import FORMAT_VERSION, AttentionStore, ShardWriter, atomic_write_json, complete_shards
@@ -41,11 +42,6 @@ class ExtractReport:
         return self.extracted / self.seconds if self.seconds > 0 else float("nan")
 
 
-def _setting(cfg: Any, name: str) -> Any:
-    v = getattr(cfg, name)
-    return getattr(v, "value", v)
-
-
 def store_key(identity: dict, corpus: Corpus, cfg: Any) -> tuple[str, dict]:
     """Fingerprint of everything that changes the maps: model, revision, data, extraction settings."""
     inputs = {
@@ -53,7 +49,7 @@ def store_key(identity: dict, corpus: Corpus, cfg: Any) -> tuple[str, dict]:
         "model": identity,
         "corpus": corpus.fingerprint(),
         "n_sentences": len(corpus),
-        "pooling": _setting(cfg, "pooling"),
+        "pooling": enum_value(cfg.pooling),
         "max_length": cfg.max_length,
         "store_dtype": cfg.store_dtype,
     }
@@ -124,7 +120,7 @@ def _read_skipped(directory: Path) -> list[dict]:
 def _build(encoder: Encoder, corpus: Corpus, cfg: Any, key: str, inputs: dict, directory: Path) -> ExtractReport:
     from tqdm.auto import tqdm
 
-    pooling = _setting(cfg, "pooling")
+    pooling = enum_value(cfg.pooling)
     done, next_shard = complete_shards(directory, cfg.store_dtype)
     tokenized = encoder.tokenize([s.words for s in corpus])
     if cfg.max_length is not None:

@@ -11,8 +11,9 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
+from probing.config import enum_value, to_plain
 from probing.corpus import Corpus
 from probing.corpus.cache import load_corpus_cached
 from probing.encoder import load_encoder, model_identity, resolved_device
@@ -136,8 +137,8 @@ def run(cfg: DictConfig, out_dir: Path, job_name: Optional[str] = None) -> dict:
     """Run the task ``cfg.task.name`` into ``out_dir``; returns the headline metrics."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    task = getattr(cfg.task.name, "value", cfg.task.name)
-    container = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    task = enum_value(cfg.task.name)
+    container = to_plain(cfg)
     tracker = make_tracker(cfg.logger, container, out_dir, job_name)
     ok = False
     start = time.perf_counter()

@@ -19,6 +19,8 @@ from typing import Any, Iterator, Mapping, Optional
 
 import pandas as pd
 
+from probing.config import enum_value
+
 log = logging.getLogger(__name__)
 
 # Tables above wandb's per-log limit (10,000 rows) are still logged whole up to this many rows.
@@ -89,7 +91,7 @@ def _table_frame(df: pd.DataFrame) -> pd.DataFrame:
     for col in out.columns:
         if isinstance(out[col].dtype, pd.CategoricalDtype) or out[col].dtype == object:
             out[col] = out[col].map(lambda v: None if v is None or (isinstance(v, float) and math.isnan(v))
-                                    else str(getattr(v, "value", v)))
+                                    else str(enum_value(v)))
         elif pd.api.types.is_string_dtype(out[col].dtype) or pd.api.types.is_extension_array_dtype(out[col].dtype):
             # nullable Int64/boolean/string columns hold pd.NA, which wandb cannot serialise
             out[col] = out[col].astype(object).where(out[col].notna(), None)

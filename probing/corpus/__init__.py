@@ -42,7 +42,9 @@ def load_corpus(cfg, split: Optional[str] = None) -> Corpus:
     """Build the corpus a :class:`~probing.config.DataConfig` describes (``split`` overrides ``cfg.split``)."""
     from hydra.utils import to_absolute_path
 
-    kind = getattr(cfg.kind, "value", cfg.kind)
+    from probing.config import enum_value
+
+    kind = enum_value(cfg.kind)
     split = split or cfg.split
     if kind == "grammar":
         corpus = generate_corpus(cfg.n_sentences, cfg.seed)

@@ -8,7 +8,6 @@ file that cannot be read is ignored and rewritten.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import logging
@@ -16,8 +15,7 @@ import pickle
 from pathlib import Path
 from typing import Any, Optional
 
-from omegaconf import OmegaConf
-
+from probing.config import enum_value, to_plain
 from probing.corpus import Corpus, load_corpus
 from probing.paths import absolute
 from probing.store import atomic_write_bytes
@@ -28,7 +26,7 @@ log = logging.getLogger(__name__)
 def _source(data_cfg: Any, split: Optional[str]) -> Optional[Path]:
     from probing.corpus import ud_ewt_path
 
-    kind = getattr(data_cfg.kind, "value", data_cfg.kind)
+    kind = enum_value(data_cfg.kind)
     try:
         if kind == "ud_ewt" and data_cfg.dir:
             return ud_ewt_path(absolute(data_cfg.dir), split or data_cfg.split)
@@ -45,13 +43,7 @@ def cache_path(data_cfg: Any, split: Optional[str], cache_dir: str) -> Optional[
     if src is None or not src.is_file():
         return None
     st = src.stat()
-    if OmegaConf.is_config(data_cfg):
-        cfg = OmegaConf.to_container(data_cfg, resolve=True, enum_to_str=True)
-    elif dataclasses.is_dataclass(data_cfg):
-        cfg = dataclasses.asdict(data_cfg)
-    else:
-        cfg = dict(data_cfg)
-    cfg = {k: v for k, v in cfg.items() if k != "index"}
+    cfg = {k: v for k, v in to_plain(data_cfg).items() if k != "index"}
     ident = {"cfg": cfg, "split": split, "file": str(src), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
              "python_pickle": pickle.HIGHEST_PROTOCOL}
     key = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 import pandas as pd
-from omegaconf import OmegaConf
 
+from probing.config import enum_value, to_plain
 from probing.corpus import Corpus
 from probing.corpus.cache import load_corpus_cached
 from probing.probes.data import ProbeResult, ProbeSplit
@@ -35,19 +35,12 @@ SINGLE_SPLIT_KINDS = {"grammar", "conllu", "text"}
 _VOLATILE_EXTRACT = ("batch_size", "max_batch_tokens", "progress", "cache_dir", "shard_mb")
 
 
-def _value(x: Any) -> Any:
-    return getattr(x, "value", x)
-
-
 def config_key(cfg: Any) -> str:
     """A hash of everything that changes a probe's numbers."""
-    def plain(node: Any) -> Any:
-        return OmegaConf.to_container(node, resolve=True, enum_to_str=True) if OmegaConf.is_config(node) \
-            else node
-    extract = {k: v for k, v in plain(cfg.extract).items() if k not in _VOLATILE_EXTRACT}
-    data = {k: v for k, v in plain(cfg.data).items() if k not in ("split", "index")}
-    probe = {k: v for k, v in plain(cfg.probe).items() if k != "skip_complete"}
-    inputs = {"format": PROBE_FORMAT, "model": plain(cfg.model), "data": data, "extract": extract,
+    extract = {k: v for k, v in to_plain(cfg.extract).items() if k not in _VOLATILE_EXTRACT}
+    data = {k: v for k, v in to_plain(cfg.data).items() if k not in ("split", "index")}
+    probe = {k: v for k, v in to_plain(cfg.probe).items() if k != "skip_complete"}
+    inputs = {"format": PROBE_FORMAT, "model": to_plain(cfg.model), "data": data, "extract": extract,
               "probe": probe}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -77,7 +70,7 @@ def load_splits(cfg: Any) -> tuple[ProbeSplit, ProbeSplit, str]:
     from probing.pipeline import ProbingError
 
     pcfg = cfg.probe
-    kind = _value(cfg.data.kind)
+    kind = enum_value(cfg.data.kind)
     if kind in SINGLE_SPLIT_KINDS or pcfg.train_split == pcfg.eval_split:
         split = None if kind in SINGLE_SPLIT_KINDS else pcfg.train_split
         corpus = load_corpus_cached(cfg.data, split, cfg.extract.cache_dir)
@@ -141,7 +134,7 @@ def run_probe(cfg: Any, out_dir: Path, tracker: Tracker) -> dict:
     from probing.pipeline import ProbingError
 
     pcfg = cfg.probe
-    kind = _value(pcfg.kind)
+    kind = enum_value(pcfg.kind)
     key = config_key(cfg)
     if pcfg.skip_complete:
         done = completed(out_dir, key)

@@ -19,6 +19,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from probing.config import enum_value
 from probing.corpus import Sentence, load_corpus, read_conllu, seed_sentences
 
 log = logging.getLogger(__name__)
@@ -70,7 +71,7 @@ def sentences_to_inspect(cfg: Any) -> list[tuple[Sentence, str]]:
             log.warning("inspecting the first %d of %d sentences (inspect.max_sentences)", icfg.max_sentences,
                         len(found))
         return found[: icfg.max_sentences]
-    kind = getattr(cfg.data.kind, "value", cfg.data.kind)
+    kind = enum_value(cfg.data.kind)
     if cfg.data.index is not None or kind == "text":
         corpus = load_corpus(cfg.data)
         if cfg.data.index is None:
@@ -189,7 +190,7 @@ def run_inspect(cfg: Any, out_dir: Path) -> dict:
     out_dir = Path(out_dir)
     found = sentences_to_inspect(cfg)
     encoder = load_encoder(cfg.model)
-    pooling = getattr(cfg.extract.pooling, "value", cfg.extract.pooling)
+    pooling = enum_value(cfg.extract.pooling)
     maps_list = extract_in_memory(encoder, [s.words for s, _ in found], pooling)
     text_lines: list[str] = []
     tables, items, pngs = [], [], []
