@@ -28,6 +28,9 @@ class ProbingError(RuntimeError):
     """A user-facing failure: the CLI prints its message as one line and exits with status 2."""
 
 
+# a task's closing summary in its returned metrics: printed last, never written to metrics.json
+CONSOLE_KEY = "_console"
+
 # the stores a run reads, for run_meta.json (set by run(); tasks need not pass it around)
 _STORES_USED: ContextVar[Optional[list]] = ContextVar("stores_used", default=None)
 
@@ -40,7 +43,9 @@ def ensure_store(model_cfg: Any, corpus: Corpus, extract_cfg: Any) -> ExtractRep
                      model_name=model_cfg.name)
     used = _STORES_USED.get()
     if used is not None:
-        used.append({"corpus": corpus.name, "split": corpus.split, "corpus_fingerprint": corpus.fingerprint(),
+        # the fingerprint the store was keyed by (hashing the corpus again would repeat that work)
+        used.append({"corpus": corpus.name, "split": corpus.split,
+                     "corpus_fingerprint": report.store.manifest["inputs"]["corpus"],
                      "store_key": report.store.key, "store_dir": str(report.store.dir), "reused": report.reused,
                      "sentences": len(report.store), "skipped": len(report.store.skipped)})
     return report
@@ -146,7 +151,7 @@ def run(cfg: DictConfig, out_dir: Path, job_name: Optional[str] = None) -> dict:
     token = _STORES_USED.set(stores)
     try:
         metrics = TASKS[task](cfg, out_dir, tracker)
-        console = metrics.pop("_console", None)  # the task's closing summary, printed last
+        console = metrics.pop(CONSOLE_KEY, None)
         metrics = {"task": task, **metrics, "seconds": round(time.perf_counter() - start, 3)}
         write_json(out_dir / "metrics.json", metrics)
         write_run_meta(out_dir, task=task, seed=cfg.seed, device=resolved_device(cfg.model.device),

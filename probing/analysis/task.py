@@ -23,14 +23,12 @@ from probing.analysis.relations import ALL, LABEL_SETS, accuracy_table, best_hea
 from probing.analysis.scoring import DIRECTIONS
 from probing.analysis.trees import tree_scores
 from probing.corpus import Corpus
+from probing.pipeline import CONSOLE_KEY
 from probing.results import write_table
 from probing.store import AttentionStore
 from probing.tracking import Tracker
 
 log = logging.getLogger(__name__)
-
-
-CONSOLE_KEY = "_console"  # popped by the pipeline, never written to metrics.json
 
 
 def _check(h: Any) -> None:
@@ -82,6 +80,12 @@ def conventions(h: Any, store: AttentionStore) -> dict:
                   "right_branching": "head = previous word", "left_branching": "head = next word",
                   "sentences": h.tree_sentences, "punctuation": "included"},
     }
+
+
+def shown_label(table: pd.DataFrame) -> str:
+    """The label set shown in the summary, the figures and the console: ``as_is`` when computed, else the first."""
+    labels = set(table["label_set"])
+    return "as_is" if "as_is" in labels else str(table["label_set"].iloc[0])
 
 
 def _first(indices, limit):
@@ -158,10 +162,9 @@ def run_heads(cfg: Any, corpus: Corpus, store: AttentionStore, out_dir: Path, tr
         save("baselines", pd.concat([t_[1] for t_ in tables], ignore_index=True))
         best = save("best_heads", best_heads(heads_table.drop(columns=list(ident))))
         seconds["relations"] = time.perf_counter() - t
-        first = "as_is" if "as_is" in set(best["label_set"]) else str(best["label_set"].iloc[0])
-        as_is = best[best["label_set"] == first]
+        as_is = best[best["label_set"] == shown_label(best)]
         metrics["best_heads"] = best_summary(as_is)
-        metrics["best_heads_label_set"] = first
+        metrics["best_heads_label_set"] = shown_label(best)
         if "base" in set(best["label_set"]):
             metrics["best_heads_base"] = best_summary(best[best["label_set"] == "base"])
         metrics["relations_reported"] = sorted(set(as_is["relation"]) - {ALL})
@@ -174,8 +177,8 @@ def run_heads(cfg: Any, corpus: Corpus, store: AttentionStore, out_dir: Path, tr
     if h.patterns:
         t = time.perf_counter()
         patterns = save("patterns", attention_patterns(store, corpus, idx, list(h.punct_upos), h.pattern_rows))
-        save("patterns_layers", layer_means(patterns))
-        metrics["patterns_layer_mean"] = {m: layer_means(patterns)[m].round(4).tolist() for m in METRICS}
+        layers = save("patterns_layers", layer_means(patterns))
+        metrics["patterns_layer_mean"] = {m: layers[m].round(4).tolist() for m in METRICS}
         seconds["patterns"] = time.perf_counter() - t
 
     mds = None
@@ -203,8 +206,7 @@ def run_heads(cfg: Any, corpus: Corpus, store: AttentionStore, out_dir: Path, tr
         t = time.perf_counter()
         fig_dir.mkdir(parents=True, exist_ok=True)
         if not heads_table.empty:
-            label = "as_is" if "as_is" in set(heads_table["label_set"]) else heads_table["label_set"].iloc[0]
-            sub = heads_table[heads_table["label_set"] == label]
+            sub = heads_table[heads_table["label_set"] == shown_label(heads_table)]
             for rel, rows in sub.groupby("relation", sort=True):
                 image(figs.relation_heatmap(rows, rel, directions, title,
                                             fig_dir / f"heads_{figs.safe_name(rel)}.png"))
@@ -216,8 +218,7 @@ def run_heads(cfg: Any, corpus: Corpus, store: AttentionStore, out_dir: Path, tr
 
     metrics["analysis_seconds"] = {k: round(v, 2) for k, v in seconds.items()}
     metrics["conventions"] = conventions(h, store)
-    labels = [] if best.empty else list(dict.fromkeys(best["label_set"]))
-    label = "as_is" if "as_is" in labels else (labels[0] if labels else None)
+    label = None if best.empty else shown_label(best)
     shown = best[best["label_set"] == label] if label else best
     # the pipeline prints this last, after the paths of the results and the dashboard
     if corpus.has_trees:
