@@ -64,6 +64,30 @@ def read_table(run_dir: Path, name: str) -> Optional[pd.DataFrame]:
     return None
 
 
+def _read_yaml(path: Path) -> Any:
+    """A YAML file of a run dir, or None when it is missing or unreadable (run dirs of failed jobs exist)."""
+    if not path.is_file():
+        return None
+    try:
+        import yaml
+
+        return yaml.safe_load(path.read_text())
+    except Exception:  # noqa: BLE001 - a damaged file reads as absent; callers report what is missing
+        return None
+
+
+def read_run_config(run_dir: Path) -> dict:
+    """The resolved config Hydra saved in ``run_dir/.hydra/config.yaml`` ({} when missing or unreadable)."""
+    got = _read_yaml(Path(run_dir) / ".hydra" / "config.yaml")
+    return got if isinstance(got, dict) else {}
+
+
+def read_overrides(run_dir: Path) -> list[str]:
+    """The job's command-line overrides from ``run_dir/.hydra/overrides.yaml`` ([] when missing or unreadable)."""
+    got = _read_yaml(Path(run_dir) / ".hydra" / "overrides.yaml")
+    return [str(x) for x in got] if isinstance(got, list) else []
+
+
 def git_sha() -> Optional[str]:
     try:
         root = Path(__file__).resolve().parent.parent

@@ -20,6 +20,7 @@ from typing import Any, Iterator, Mapping, Optional
 import pandas as pd
 
 from probing.config import enum_value
+from probing.results import read_overrides, read_run_config
 
 log = logging.getLogger(__name__)
 
@@ -71,20 +72,6 @@ def run_group(config: Mapping[str, Any], out_dir: Path, multirun: bool) -> str:
     return f"{experiment}/{out_dir.parent.name}" if multirun else experiment
 
 
-def _overrides(out_dir: Path) -> list[str]:
-    """The job's command-line overrides, which Hydra writes to ``.hydra/overrides.yaml`` before the job runs."""
-    path = out_dir / ".hydra" / "overrides.yaml"
-    if not path.is_file():
-        return []
-    try:
-        import yaml
-
-        got = yaml.safe_load(path.read_text())
-        return [str(x) for x in got] if isinstance(got, list) else []
-    except Exception:  # noqa: BLE001 - the name of a run is cosmetic
-        return []
-
-
 def _table_frame(df: pd.DataFrame) -> pd.DataFrame:
     """A frame wandb can type: categorical/enum/object columns as strings, NaN and NA as None."""
     out = df.copy()
@@ -112,7 +99,7 @@ class WandbTracker:
         self._wandb = wandb
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        overrides = _overrides(self.out_dir)
+        overrides = read_overrides(self.out_dir)  # Hydra writes them before the job runs
         multirun = job_name is not None
         name = getattr(cfg, "run_name", None) or (
             self.out_dir.name if not multirun else f"{self.out_dir.parent.name}/{self.out_dir.name}")
@@ -234,12 +221,7 @@ def log_sweep_dir(sweep_dir: Path, project: str = "probing", mode: str = "offlin
     sweep_dir = Path(sweep_dir)
     experiment = "default"
     for cfg_path in sorted(sweep_dir.glob("*/.hydra/config.yaml"))[:1]:
-        try:
-            import yaml
-
-            experiment = (yaml.safe_load(cfg_path.read_text()) or {}).get("experiment_name", experiment)
-        except Exception:  # noqa: BLE001 - the group name is cosmetic
-            pass
+        experiment = read_run_config(cfg_path.parent.parent).get("experiment_name", experiment)
     cfg = SimpleNamespace(project=project, mode=mode, entity=entity, tags=["collect"],
                           group=f"{experiment}/{sweep_dir.name}", run_name=f"collect {sweep_dir.name}")
     config = {"experiment_name": experiment, "task": {"name": "collect"}, "sweep_dir": str(sweep_dir)}

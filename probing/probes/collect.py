@@ -20,7 +20,7 @@ from typing import Any, Optional
 import pandas as pd
 import yaml
 
-from probing.results import write_table
+from probing.results import read_overrides, read_run_config, write_table
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +92,7 @@ def collect(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
         raise FileNotFoundError(f"{sweep_dir}: no job dirs (folders with .hydra/overrides.yaml) found")
     info = []
     for job in jobs:
-        overrides = parse_overrides(yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text()) or [])
-        cfg_path = job / ".hydra" / "config.yaml"
-        cfg = yaml.safe_load(cfg_path.read_text()) if cfg_path.is_file() else {}
-        info.append((job, overrides, cfg or {}))
+        info.append((job, parse_overrides(read_overrides(job)), read_run_config(job)))
     swept = sorted({k for _, ov, _ in info for k in ov})
     rows, failed = [], []
     for job, ov, cfg in info:

@@ -15,6 +15,8 @@ from typing import Any, Optional
 
 import pandas as pd
 
+from probing.results import read_run_config, read_table
+
 log = logging.getLogger(__name__)
 
 # Table names the analysis may use (the first found wins; then any table whose name contains "mds"/"pattern").
@@ -42,8 +44,6 @@ class Source:
 
 
 def _read_table(run_dir: Path, name: str) -> Optional[pd.DataFrame]:
-    from probing.results import read_table
-
     try:
         return read_table(run_dir, name)
     except Exception as e:  # noqa: BLE001 - a damaged table must not stop the report
@@ -56,19 +56,6 @@ def _read_json(path: Path) -> dict:
         got = json.loads(path.read_text())
         return got if isinstance(got, dict) else {}
     except (OSError, json.JSONDecodeError):
-        return {}
-
-
-def _read_config(run_dir: Path) -> dict:
-    path = run_dir / ".hydra" / "config.yaml"
-    if not path.is_file():
-        return {}
-    try:
-        import yaml
-
-        got = yaml.safe_load(path.read_text())
-        return got if isinstance(got, dict) else {}
-    except Exception:  # noqa: BLE001
         return {}
 
 
@@ -128,7 +115,7 @@ def _candidates(run_dir: Path, names: tuple[str, ...], part: str) -> list[str]:
 
 def load_run(run_dir: Path) -> Source:
     """One run dir as a source."""
-    config = _read_config(run_dir)
+    config = read_run_config(run_dir)
     metrics = _read_json(run_dir / "metrics.json")
     src = Source(run_dir, "", config, metrics)
     src.heads = _read_table(run_dir, "heads")
