@@ -10,7 +10,7 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence
 
@@ -35,7 +35,6 @@ class ExtractReport:
     extracted: int = 0
     resumed_from: int = 0
     seconds: float = 0.0
-    skipped: list[dict] = field(default_factory=list)
 
     @property
     def sentences_per_second(self) -> float:
@@ -104,17 +103,13 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Any,
     directory.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(directory) + ".lock")
     if (directory / "manifest.json").is_file():
-        return ExtractReport(AttentionStore(directory), reused=True, skipped=_read_skipped(directory))
+        return ExtractReport(AttentionStore(directory), reused=True)
     with lock:
         if (directory / "manifest.json").is_file():  # another process finished it while we waited
-            return ExtractReport(AttentionStore(directory), reused=True, skipped=_read_skipped(directory))
+            return ExtractReport(AttentionStore(directory), reused=True)
         if not isinstance(encoder, Encoder):
             encoder = encoder()
         return _build(encoder, corpus, cfg, key, inputs, directory)
-
-
-def _read_skipped(directory: Path) -> list[dict]:
-    return json.loads((directory / "manifest.json").read_text()).get("skipped", [])
 
 
 def _build(encoder: Encoder, corpus: Corpus, cfg: Any, key: str, inputs: dict, directory: Path) -> ExtractReport:
@@ -167,7 +162,7 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: Any, key: str, inputs: dict, d
     }
     atomic_write_json(directory / "manifest.json", manifest)
     return ExtractReport(AttentionStore(directory), reused=False, extracted=len(todo), resumed_from=len(done),
-                         seconds=seconds, skipped=skipped_rows)
+                         seconds=seconds)
 
 
 def extract_in_memory(encoder: Encoder, sentences: Sequence[Sequence[str]], pooling: str = "mean_sum"
