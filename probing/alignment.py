@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import torch
 
-POOLINGS = ("mean_sum", "first")
+from probing.config import Pooling
 
 
 def pool_attention(attn: torch.Tensor, piece_position: torch.Tensor, n_positions: int,
-                   pooling: str = "mean_sum") -> torch.Tensor:
+                   pooling: Pooling) -> torch.Tensor:
     """Piece-level ``attn (B, L, H, T, T)`` -> position-level ``(B, L, H, M, M)`` in float32.
 
     ``piece_position (B, T)`` gives the position of every piece, -1 for padding (its rows and columns are
@@ -20,12 +20,11 @@ def pool_attention(attn: torch.Tensor, piece_position: torch.Tensor, n_positions
     row the mean of its pieces' rows. ``first``: both come from the position's first piece, rows renormalised.
     Segment sums by scatter-add cost O(T^2) per map, where pooling matrices would cost O(M T^2).
     """
-    if pooling not in POOLINGS:
-        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    pooling = Pooling(pooling)  # a plain string from a notebook works too; anything else fails here
     b, n_layers, n_heads, t, _ = attn.shape
     valid = piece_position >= 0
     keep = valid
-    if pooling == "first":
+    if pooling is Pooling.first:
         prev = torch.nn.functional.pad(piece_position, (1, 0), value=-2)[:, :-1]
         keep = valid & (piece_position != prev)
     # dropped pieces (padding; non-first pieces under "first") go to a spare position M, cut at the end
@@ -37,7 +36,7 @@ def pool_attention(attn: torch.Tensor, piece_position: torch.Tensor, n_positions
     rows = torch.zeros(b, n_layers, n_heads, m1, m1, dtype=torch.float32, device=a.device)
     rows.scatter_add_(-2, idx[:, None, None, :, None].expand(b, n_layers, n_heads, t, m1), cols)
     out = rows[..., :n_positions, :n_positions]
-    if pooling == "first":
+    if pooling is Pooling.first:
         return out / out.sum(-1, keepdim=True).clamp(min=1e-12)
     counts = torch.zeros(b, m1, dtype=torch.float32, device=a.device)
     counts.scatter_add_(1, idx, keep.to(torch.float32))
@@ -69,7 +68,7 @@ def piece_positions(word_ids: list, n_tokens: int) -> tuple[list[int], int, int]
     return pos, current + 1, prefix
 
 
-def pool_one(attn: torch.Tensor, word_ids: list, pooling: str = "mean_sum") -> torch.Tensor:
+def pool_one(attn: torch.Tensor, word_ids: list, pooling: Pooling) -> torch.Tensor:
     """One unpadded sentence: ``(L, H, T, T)`` -> ``(L, H, M, M)``."""
     pos, m, _ = piece_positions(word_ids, attn.shape[-1])
     return pool_attention(attn[None], torch.tensor([pos]), m, pooling)[0]

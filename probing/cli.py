@@ -1,16 +1,23 @@
-"""Thin Hydra entry points: parse, dispatch to :mod:`probing.pipeline`, turn user errors into one line."""
+"""The command lines: ``probing`` (Hydra), ``probing-collect`` and ``probing-report`` (argparse).
+
+Thin: parse, call :func:`probing.tasks.run.run`, :func:`probing.sweep.write_collection` or
+:func:`probing.report.dashboard.write_dashboard`, and turn user errors into one line and exit status 2.
+"""
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import sys
 from pathlib import Path
+from typing import Optional, Sequence
 
 import hydra
 from omegaconf import DictConfig
 
 from probing.config import register_configs
+from probing.errors import USER_ERRORS
 
 log = logging.getLogger("probing")
 register_configs()
@@ -18,31 +25,24 @@ register_configs()
 CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 
-def _user_errors() -> tuple[type[BaseException], ...]:
-    from probing.corpus import CorpusError
-    from probing.encoder import ModelLoadError
-    from probing.pipeline import ProbingError
-
-    return (CorpusError, ModelLoadError, ProbingError, FileNotFoundError)
-
-
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def _hydra_main(cfg: DictConfig) -> float | None:
     from hydra.core.hydra_config import HydraConfig
 
-    from probing.pipeline import run
+    from probing.tasks.run import run
 
     os.environ.setdefault("WANDB_START_METHOD", "thread")
     hc = HydraConfig.get()
     out_dir = Path(hc.runtime.output_dir)
+    multirun = hc.mode.name == "MULTIRUN"
     try:
-        metrics = run(cfg, out_dir, job_name=f"{hc.job.name}-{hc.job.num}" if hc.mode.name == "MULTIRUN" else None)
-    except _user_errors() as e:
+        result = run(cfg, out_dir, job_name=f"{hc.job.name}-{hc.job.num}" if multirun else None)
+    except USER_ERRORS as e:
         log.error("error: %s", e)
-        if hc.mode.name == "MULTIRUN":
+        if multirun:
             raise
         sys.exit(2)
-    return metrics.get("objective") if isinstance(metrics, dict) else None
+    return result.metrics.get("objective")  # the sweeper's objective (a probe's headline score)
 
 
 def main() -> None:
@@ -52,18 +52,58 @@ def main() -> None:
     _hydra_main()
 
 
-def collect_main() -> None:
-    """The ``probing-collect`` command: merge a sweep's runs into one table."""
-    from probing.probes.collect import main as collect
+def collect_main(argv: Optional[Sequence[str]] = None) -> None:
+    """``probing-collect SWEEP_DIR [--out DIR] [--wandb offline|online]``: merge a sweep's jobs into one table."""
+    from probing.sweep import write_collection
 
-    collect()
+    ap = argparse.ArgumentParser(prog="probing-collect",
+                                 description="Merge a Hydra sweep's jobs into one tidy table and heatmaps.")
+    ap.add_argument("sweep_dir", type=Path, help="a Hydra multirun dir (hydra.sweep.dir)")
+    ap.add_argument("--out", type=Path, default=None, help="where sweep.csv/.parquet and figures go "
+                                                           "(default: the sweep dir)")
+    ap.add_argument("--wandb", choices=["offline", "online"], default=None,
+                    help="also log the merged table and heatmaps as one wandb run in the sweep's group")
+    ap.add_argument("--wandb-project", default="probing")
+    args = ap.parse_args(argv)
+    try:
+        s = write_collection(args.sweep_dir, args.out)
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(f"{s['complete']} of {s['jobs']} jobs complete; {s['rows']} rows -> "
+          f"{s['out']}/sweep.csv, sweep.parquet")
+    print(f"swept keys: {', '.join(s['swept']) or '(none)'}; "
+          f"{len(s['figures'])} heatmaps in {s['out']}/figures")
+    if s["failed"]:
+        print(f"failed or incomplete ({len(s['failed'])}): {', '.join(s['failed'])} (see failed_jobs.csv)")
+    if args.wandb:
+        from probing.tracking.wandb_run import log_sweep_dir
+
+        run_dir = log_sweep_dir(Path(s["out"]), project=args.wandb_project, mode=args.wandb)
+        print(f"wandb ({args.wandb}): {run_dir}" if run_dir else "wandb: not logged (see the warning above)")
 
 
-def report_main() -> None:
-    """The ``probing-report`` command: one self-contained HTML dashboard from run or sweep dirs."""
-    from probing.report.dashboard import main as report
+def report_main(argv: Optional[Sequence[str]] = None) -> None:
+    """``probing-report DIR [DIR...] [--out FILE]``: one self-contained HTML dashboard of runs and sweeps."""
+    from probing.report.dashboard import default_out, write_dashboard
 
-    report()
+    parser = argparse.ArgumentParser(prog="probing-report",
+                                     description="One self-contained HTML dashboard comparing runs and sweeps.")
+    parser.add_argument("dirs", nargs="+", type=Path, help="run dirs or sweep dirs (results/<experiment>/...)")
+    parser.add_argument("--out", type=Path, default=None,
+                        help="the HTML file (default: DIR/dashboard.html for one dir, ./dashboard.html for several)")
+    parser.add_argument("--title", default=None)
+    parser.add_argument("--relations", default=None,
+                        help="comma-separated relations to show in the heads section (default: all)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
+    relations = [r.strip() for r in args.relations.split(",") if r.strip()] if args.relations else None
+    try:
+        path = write_dashboard(args.dirs, args.out or default_out(args.dirs), args.title, relations)
+    except FileNotFoundError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(path.resolve())
 
 
 if __name__ == "__main__":

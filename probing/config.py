@@ -16,7 +16,18 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import OmegaConf
 
 
-class DataKind(str, Enum):
+class Choice(str, Enum):
+    """A closed set of config choices. ``str()`` and f-strings give the value (``dep_to_head``), as
+    ``enum.StrEnum`` does on Python 3.11+, so a choice prints and serialises like the YAML that set it."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class DataKind(Choice):
     grammar = "grammar"
     conllu = "conllu"
     ud_ewt = "ud_ewt"
@@ -24,7 +35,7 @@ class DataKind(str, Enum):
     text = "text"
 
 
-class Pooling(str, Enum):
+class Pooling(Choice):
     """How word pieces become words.
 
     ``mean_sum`` (Clark et al. 2019): attention *from* a split word is the mean of its pieces' rows,
@@ -36,17 +47,81 @@ class Pooling(str, Enum):
     first = "first"
 
 
-class TaskName(str, Enum):
+class TaskName(Choice):
     extract = "extract"
     heads = "heads"
     probe = "probe"
     inspect = "inspect"
 
 
-class ProbeKind(str, Enum):
+class ProbeKind(Choice):
     relation = "relation"
     arc = "arc"
     edge = "edge"
+
+
+class Direction(Choice):
+    """Which way a head points at the gold head: ``dep_to_head`` takes the argmax of the dependent's row
+    (where it looks), ``head_to_dep`` the argmax of its column (who looks at it most)."""
+
+    dep_to_head = "dep_to_head"
+    head_to_dep = "head_to_dep"
+
+
+class LabelSet(Choice):
+    """``as_is``: UD labels with subtypes (``nmod:poss``); ``base``: subtypes collapsed (``nmod``)."""
+
+    as_is = "as_is"
+    base = "base"
+
+
+class FeatureSet(Choice):
+    """Which attention values of a word pair a probe reads: ``A[i,j]`` (forward), ``A[j,i]`` (backward)."""
+
+    both = "both"
+    forward = "forward"
+    backward = "backward"
+
+
+class PatternRows(Choice):
+    """Which query rows the attention-pattern means average over: word rows only, or every position."""
+
+    words = "words"
+    all = "all"
+
+
+class SpecialTokens(Choice):
+    """How special tokens enter syntax scores: ``exclude`` (scored over words only; patterns keep them)."""
+
+    exclude = "exclude"
+
+
+class StoreDtype(Choice):
+    float16 = "float16"
+    float32 = "float32"
+
+
+class ModelDtype(Choice):
+    float32 = "float32"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+
+
+class LoggerName(Choice):
+    none = "none"
+    wandb = "wandb"
+
+
+class LoggerMode(Choice):
+    """wandb's mode: ``offline`` (lands in <run dir>/wandb; ``wandb sync`` later), ``online``, ``disabled``."""
+
+    offline = "offline"
+    online = "online"
+    disabled = "disabled"
+
+
+class ClassWeight(Choice):
+    balanced = "balanced"
 
 
 @dataclass
@@ -58,7 +133,7 @@ class ModelConfig:
     name_or_path: str = "bundled:minilm"
     revision: Optional[str] = None
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
-    dtype: str = "float32"  # float32 | float16 | bfloat16
+    dtype: ModelDtype = ModelDtype.float32
     trust_remote_code: bool = False
 
 
@@ -102,7 +177,7 @@ class ExtractConfig:
     # tokens per batch cap (pieces x sentences), keeps long-sentence batches bounded in memory
     max_batch_tokens: int = 8192
     max_length: Optional[int] = None  # None: the model's own limit
-    store_dtype: str = "float16"  # float16 | float32
+    store_dtype: StoreDtype = StoreDtype.float16
     skip_last_ffn: bool = True  # attention never needs the last layer's feed-forward block
     cache_dir: str = "${oc.env:PROBING_CACHE_DIR,results/cache}"
     shard_mb: int = 64
@@ -116,16 +191,15 @@ class HeadsConfig:
     min_count: int = 100  # relations with fewer arcs are not reported (``all`` always is)
     skip_relations: List[str] = field(default_factory=lambda: ["root"])  # ROOT is never predicted: always 0
     offsets: List[int] = field(default_factory=lambda: [-3, -2, -1, 1, 2, 3])  # baseline: head = word + offset
-    # dep_to_head: argmax of the dependent's row; head_to_dep: argmax of the dependent's column
-    directions: List[str] = field(default_factory=lambda: ["dep_to_head", "head_to_dep"])
-    label_sets: List[str] = field(default_factory=lambda: ["as_is", "base"])  # base: nmod:poss -> nmod
-    special_tokens: str = "exclude"  # syntax is scored over words only; patterns keep them
+    directions: List[Direction] = field(default_factory=lambda: [Direction.dep_to_head, Direction.head_to_dep])
+    label_sets: List[LabelSet] = field(default_factory=lambda: [LabelSet.as_is, LabelSet.base])
+    special_tokens: SpecialTokens = SpecialTokens.exclude
     punct_upos: List[str] = field(default_factory=lambda: ["PUNCT"])  # what "punctuation" means in patterns
     bootstrap: int = 1000  # resamples of sentences; 0: no intervals
     ci: float = 0.95
     seed: int = 0
     patterns: bool = True
-    pattern_rows: str = "words"  # words | all: which query rows the pattern means average over
+    pattern_rows: PatternRows = PatternRows.words
     distances: bool = True
     distance_sentences: Optional[int] = 300  # first N analysed sentences (None: all); O(heads^2) per word
     trees: bool = True
@@ -142,7 +216,7 @@ class ProbeConfig:
     kind: ProbeKind = ProbeKind.relation
     layer: Optional[int] = None  # None: all layers
     head: Optional[int] = None  # None: every head of the selected layer(s)
-    feature_set: str = "both"  # both | forward (A[i,j]) | backward (A[j,i])
+    feature_set: FeatureSet = FeatureSet.both
     neighbour_offsets: List[int] = field(default_factory=list)  # also A[i,j+o], A[j,i+o]
     train_split: str = "train"
     eval_split: str = "dev"
@@ -154,7 +228,7 @@ class ProbeConfig:
     C: float = 1.0  # inverse L2 strength (scikit-learn's convention, also for the arc probe)
     max_iter: int = 1000
     tol: float = 1e-4  # arc probe: L-BFGS gradient tolerance (max projected gradient)
-    class_weight: Optional[str] = None  # None | balanced
+    class_weight: Optional[ClassWeight] = None
     control: bool = True
     exclude_punct: bool = True  # punctuation dependents are neither trained on nor scored
     punct_upos: List[str] = field(default_factory=lambda: ["PUNCT"])
@@ -181,8 +255,8 @@ class InspectConfig:
 class LoggerConfig:
     """Experiment tracker: ``none`` or ``wandb`` (one run per Hydra job, grouped by experiment / sweep)."""
 
-    name: str = "none"  # none | wandb
-    mode: str = "offline"  # offline (lands in <run dir>/wandb; `wandb sync` later) | online | disabled
+    name: LoggerName = LoggerName.none
+    mode: LoggerMode = LoggerMode.offline
     project: str = "probing"
     entity: Optional[str] = None
     group: Optional[str] = None  # None: experiment_name, or experiment_name/<sweep dir> for a sweep's jobs

@@ -16,10 +16,8 @@ from typing import Any, Optional, Sequence
 import torch
 
 from probing.alignment import piece_positions
-
-
-class ModelLoadError(RuntimeError):
-    """The model or tokenizer could not be loaded; the message is one line a user can act on."""
+from probing.config import ModelConfig, enum_value
+from probing.errors import ModelLoadError
 
 
 def resolve_model_path(name_or_path: str) -> str:
@@ -84,12 +82,14 @@ class Encoder:
 
     # ---- loading ----------------------------------------------------------------------------------
     @classmethod
-    def load(cls, name_or_path: str, revision: Optional[str] = None, device: str = "auto",
-             dtype: str = "float32", trust_remote_code: bool = False, name: Optional[str] = None) -> "Encoder":
-        """Load model and tokenizer; failures become one :class:`ModelLoadError` line."""
+    def load(cls, cfg: ModelConfig) -> "Encoder":
+        """Load the model and tokenizer a :class:`~probing.config.ModelConfig` names; failures become one
+        :class:`ModelLoadError` line."""
         from transformers import AutoModel, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
+        name_or_path, revision, trust_remote_code = cfg.name_or_path, cfg.revision, cfg.trust_remote_code
+        dtype = str(enum_value(cfg.dtype))
         path = resolve_model_path(name_or_path)
         if dtype not in _DTYPES:
             raise ModelLoadError(f"model.dtype={dtype!r}: expected one of {sorted(_DTYPES)}")
@@ -115,10 +115,10 @@ class Encoder:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             hint = " (HF_HUB_OFFLINE=1 is set: only cached or local models load)" if offline else ""
             raise ModelLoadError(f"could not load model {name_or_path!r}{hint}: {first}") from None
-        dev = _device(device)
+        dev = _device(cfg.device)
         model.to(dev)
         model.eval()
-        return cls(model, tokenizer, dev, name or name_or_path, model_identity(name_or_path, revision, dtype))
+        return cls(model, tokenizer, dev, cfg.name, model_identity(cfg))
 
     # ---- tokenisation -----------------------------------------------------------------------------
     def tokenize(self, sentences: Sequence[Sequence[str]]) -> list[Tokenized | str]:
@@ -189,13 +189,13 @@ def _layers(model: Any) -> Optional[Any]:
     return None
 
 
-def model_identity(name_or_path: str, revision: Optional[str], dtype: str) -> dict:
+def model_identity(cfg: ModelConfig) -> dict:
     """What identifies a model's weights without loading them: id, revision, local file fingerprint."""
     return {
-        "name_or_path": name_or_path,
-        "revision": revision,
-        "weights": _local_fingerprint(resolve_model_path(name_or_path)),
-        "dtype": dtype,
+        "name_or_path": cfg.name_or_path,
+        "revision": cfg.revision,
+        "weights": _local_fingerprint(resolve_model_path(cfg.name_or_path)),
+        "dtype": str(enum_value(cfg.dtype)),
     }
 
 
@@ -214,6 +214,6 @@ def _local_fingerprint(path: str) -> Optional[str]:
     return h.hexdigest()[:16]
 
 
-def load_encoder(cfg: Any) -> Encoder:
+def load_encoder(cfg: ModelConfig) -> Encoder:
     """Build an :class:`Encoder` from a :class:`~probing.config.ModelConfig`."""
-    return Encoder.load(cfg.name_or_path, cfg.revision, cfg.device, cfg.dtype, cfg.trust_remote_code, cfg.name)
+    return Encoder.load(cfg)

@@ -12,16 +12,18 @@ import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import numpy as np
 from filelock import FileLock
 
 from probing.alignment import pool_attention
-from probing.config import enum_value
+from probing.config import ExtractConfig, ModelConfig, Pooling, enum_value
 from probing.corpus import Corpus
-from probing.encoder import Encoder, Tokenized
-from probing.store import FORMAT_VERSION, AttentionStore, ShardWriter, atomic_write_json, complete_shards
+from probing.encoder import Encoder, Tokenized, load_encoder, model_identity
+from probing.io import write_json
+from probing.paths import absolute
+from probing.store import FORMAT_VERSION, AttentionStore, ShardWriter, complete_shards
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,7 @@ class ExtractReport:
         return self.extracted / self.seconds if self.seconds > 0 else float("nan")
 
 
-def store_key(identity: dict, corpus: Corpus, cfg: Any) -> tuple[str, dict]:
+def store_key(identity: dict, corpus: Corpus, cfg: ExtractConfig) -> tuple[str, dict]:
     """Fingerprint of everything that changes the maps: model, revision, data, extraction settings."""
     inputs = {
         "format": FORMAT_VERSION,
@@ -50,15 +52,13 @@ def store_key(identity: dict, corpus: Corpus, cfg: Any) -> tuple[str, dict]:
         "n_sentences": len(corpus),
         "pooling": enum_value(cfg.pooling),
         "max_length": cfg.max_length,
-        "store_dtype": cfg.store_dtype,
+        "store_dtype": enum_value(cfg.store_dtype),
     }
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return key, inputs
 
 
-def store_dir(model_name: str, corpus: Corpus, cfg: Any, key: str) -> Path:
-    from probing.paths import absolute
-
+def store_dir(model_name: str, corpus: Corpus, cfg: ExtractConfig, key: str) -> Path:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{model_name}-{corpus.name}-{corpus.split}")
     return Path(absolute(cfg.cache_dir)) / f"{safe}-{key}"
 
@@ -79,14 +79,14 @@ def _batches(items: Sequence[tuple[int, Tokenized]], batch_size: int, max_tokens
         yield batch
 
 
-def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: str) -> list[np.ndarray]:
+def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling) -> list[np.ndarray]:
     """Word-level ``(L, H, M, M)`` float32 maps for one batch, padding removed."""
     attn, pos, m = encoder.attention(batch)
     pooled = pool_attention(attn, pos, m, pooling).cpu()
     return [pooled[b, :, :, : x.n_positions, : x.n_positions].numpy() for b, x in enumerate(batch)]
 
 
-def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Any,
+def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: ExtractConfig,
             identity: Optional[dict] = None, model_name: Optional[str] = None) -> ExtractReport:
     """Return the store for ``corpus`` under ``cfg`` (an :class:`~probing.config.ExtractConfig`),
     building or resuming it when needed. Safe to call from parallel processes.
@@ -112,11 +112,13 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Any,
         return _build(encoder, corpus, cfg, key, inputs, directory)
 
 
-def _build(encoder: Encoder, corpus: Corpus, cfg: Any, key: str, inputs: dict, directory: Path) -> ExtractReport:
+def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, key: str, inputs: dict, directory: Path
+           ) -> ExtractReport:
     from tqdm.auto import tqdm
 
-    pooling = enum_value(cfg.pooling)
-    done, next_shard = complete_shards(directory, cfg.store_dtype)
+    pooling = Pooling(cfg.pooling)
+    store_dtype = str(enum_value(cfg.store_dtype))
+    done, next_shard = complete_shards(directory, store_dtype)
     tokenized = encoder.tokenize([s.words for s in corpus])
     if cfg.max_length is not None:
         tokenized = [t if isinstance(t, str) or len(t.input_ids) <= cfg.max_length
@@ -131,7 +133,7 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: Any, key: str, inputs: dict, d
         log.info("resuming %s: %d sentences already extracted", directory, len(done))
     if cfg.skip_last_ffn:
         encoder.skip_last_ffn()
-    writer = ShardWriter(directory, cfg.store_dtype, cfg.shard_mb, next_shard)
+    writer = ShardWriter(directory, store_dtype, cfg.shard_mb, next_shard)
     start = time.perf_counter()
     bar = tqdm(total=len(todo), unit="sent", desc="extract", disable=not cfg.progress, dynamic_ncols=True)
     try:
@@ -154,18 +156,18 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: Any, key: str, inputs: dict, d
         "n_sentences": len(corpus),
         "num_layers": encoder.num_layers,
         "num_heads": encoder.num_heads,
-        "store_dtype": cfg.store_dtype,
+        "store_dtype": store_dtype,
         "special_tokens": encoder.special_tokens,
         "skipped": skipped_rows,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "extract_seconds": seconds,
     }
-    atomic_write_json(directory / "manifest.json", manifest)
+    write_json(directory / "manifest.json", manifest, indent=1)
     return ExtractReport(AttentionStore(directory), reused=False, extracted=len(todo), resumed_from=len(done),
                          seconds=seconds)
 
 
-def extract_in_memory(encoder: Encoder, sentences: Sequence[Sequence[str]], pooling: str = "mean_sum"
+def extract_in_memory(encoder: Encoder, sentences: Sequence[Sequence[str]], pooling: Pooling
                       ) -> list[tuple[np.ndarray, int] | str]:
     """Word-level maps for a few sentences without a store (the inspector): ``(maps, prefix)`` or a
     reason string for a sentence that cannot be used."""
@@ -178,3 +180,47 @@ def extract_in_memory(encoder: Encoder, sentences: Sequence[Sequence[str]], pool
             out.append((word_maps(encoder, [t], pooling)[0], t.prefix))
     return out
 
+
+
+def ensure_store(model: ModelConfig, corpus: Corpus, cfg: ExtractConfig) -> ExtractReport:
+    """The attention store of ``corpus`` for this model and extraction config; the model is loaded only
+    when the store has to be built."""
+    return extract(lambda: load_encoder(model), corpus, cfg, identity=model_identity(model), model_name=model.name)
+
+
+def store_use(report: ExtractReport, corpus: Corpus) -> dict:
+    """What ``run_meta.json`` records of a store a run read: key, dir, corpus fingerprint, sizes."""
+    store = report.store
+    # the fingerprint the store was keyed by (hashing the corpus again would repeat that work)
+    return {"corpus": corpus.name, "split": corpus.split, "corpus_fingerprint": store.manifest["inputs"]["corpus"],
+            "store_key": store.key, "store_dir": str(store.dir), "reused": report.reused,
+            "sentences": len(store), "skipped": len(store.skipped)}
+
+
+def describe_store(report: ExtractReport, corpus: Corpus) -> str:
+    """A few lines saying where the store is and what it holds."""
+    store = report.store
+    lines = [
+        f"attention store: {store.dir}",
+        f"  {'reused (already built)' if report.reused else 'built'}: {len(store)} of {store.n_sentences} sentences"
+        f" from {corpus.name} {corpus.split}, {store.num_layers} layers x {store.num_heads} heads,"
+        f" {store.manifest['store_dtype']}, {store.size_bytes() / 2**20:.1f} MiB on disk",
+    ]
+    if not report.reused:
+        lines.append(f"  extracted {report.extracted} sentences in {report.seconds:.1f} s"
+                     f" ({report.sentences_per_second:.1f} sentences/s)"
+                     + (f"; resumed after {report.resumed_from} already done" if report.resumed_from else ""))
+    skipped = store.skipped
+    if skipped:
+        kinds: dict[str, int] = {}
+        for s in skipped:
+            kinds[s["kind"]] = kinds.get(s["kind"], 0) + 1
+        lines.append(f"  skipped {len(skipped)}: " + ", ".join(f"{v} {k}" for k, v in kinds.items()))
+        for s in skipped[:5]:
+            lines.append(f"    sentence {s['id']}: {s['reason']}")
+    if corpus.skipped:
+        lines.append(f"  malformed sentences skipped while reading (data.strict=false): {len(corpus.skipped)} "
+                     + str(corpus.skip_summary()))
+        for s in corpus.skipped[:5]:
+            lines.append(f"    {s}")
+    return "\n".join(lines)

@@ -1,10 +1,9 @@
-"""Result files of a run dir: tidy tables (CSV + Parquet), JSON, and run metadata, all written atomically."""
+"""Files of a run dir: tidy tables (CSV + Parquet), metrics, run metadata and Hydra's config; written
+atomically, read leniently (a damaged file of a failed job reads as absent)."""
 
 from __future__ import annotations
 
 import io
-import json
-import math
 import platform
 import subprocess
 import sys
@@ -13,31 +12,8 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from probing.store import atomic_write_bytes
-
-# Column names shared by every per-head table (one row per model x corpus x split x ... x layer x head x metric).
-HEAD_KEYS = ["model", "corpus", "split", "layer", "head"]
-
-
-def _clean(obj: Any) -> Any:
-    """JSON-safe: NaN/inf -> None, numpy scalars -> Python."""
-    if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_clean(v) for v in obj]
-    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
-        try:
-            obj = obj.item()
-        except (ValueError, AttributeError):
-            pass
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None
-    return obj
-
-
-def write_json(path: Path, obj: Any) -> Path:
-    atomic_write_bytes(Path(path), json.dumps(_clean(obj), indent=2, default=str).encode())
-    return Path(path)
+from probing.io import atomic_write_bytes, write_json
+from probing.schema import METRICS_FILE, RUN_META_FILE
 
 
 def write_table(df: pd.DataFrame, out_dir: Path, name: str, parquet: bool = True) -> Path:
@@ -113,4 +89,15 @@ def package_versions() -> dict[str, Optional[str]]:
 def write_run_meta(out_dir: Path, **extra: Any) -> Path:
     """``run_meta.json``: git SHA, package versions, plus what the caller adds (corpus fingerprint, store key...)."""
     meta = {"git_sha": git_sha(), "versions": package_versions(), **extra}
-    return write_json(Path(out_dir) / "run_meta.json", meta)
+    return write_json(Path(out_dir) / RUN_META_FILE, meta)
+
+
+def read_metrics(run_dir: Path) -> dict:
+    """A run dir's ``metrics.json`` ({} when missing or unreadable: a failed job has none)."""
+    import json
+
+    try:
+        got = json.loads((Path(run_dir) / METRICS_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return got if isinstance(got, dict) else {}

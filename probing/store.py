@@ -14,29 +14,16 @@ from the complete shards. ``M = prefix + n_words + suffix`` positions: the model
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 
+from probing.io import atomic_write_bytes, write_json
+
 FORMAT_VERSION = 1
 _DTYPES = {"float16": np.float16, "float32": np.float32}
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside ``path``, flush to disk, then rename over it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    atomic_write_bytes(path, json.dumps(obj, indent=1, default=str).encode())
 
 
 @dataclass(frozen=True)
@@ -55,7 +42,7 @@ class ShardWriter:
 
     def __init__(self, directory: Path, dtype: str, shard_mb: int, first_shard: int = 0):
         self.dir = directory
-        self.dtype = _DTYPES[dtype]
+        self.dtype = _DTYPES[str(dtype)]
         self.limit = shard_mb * 2**20
         self.next_shard = first_shard
         self._parts: list[np.ndarray] = []
@@ -80,7 +67,7 @@ class ShardWriter:
         k = self.next_shard
         data = np.concatenate(self._parts)
         atomic_write_bytes(self.dir / f"shard-{k:05d}.bin", data.tobytes())
-        atomic_write_json(self.dir / f"shard-{k:05d}.json", {"shard": k, "elements": int(data.size),
+        write_json(self.dir / f"shard-{k:05d}.json", {"shard": k, "elements": int(data.size),
                                                              "sentences": self._rows})
         self.next_shard += 1
         self._parts, self._rows, self._offset, self._bytes = [], [], 0, 0
@@ -91,7 +78,7 @@ def complete_shards(directory: Path, dtype: str) -> tuple[dict[int, SentenceEntr
     and the next free shard number."""
     entries: dict[int, SentenceEntry] = {}
     next_shard = 0
-    itemsize = np.dtype(_DTYPES[dtype]).itemsize
+    itemsize = np.dtype(_DTYPES[str(dtype)]).itemsize
     for meta_path in sorted(directory.glob("shard-*.json")):
         try:
             meta = json.loads(meta_path.read_text())

@@ -42,18 +42,22 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     return d
 
 
-@pytest.fixture(scope="session")
-def tiny_encoder(tiny_model_dir):
+def load(name_or_path: str, name: str):
+    """An encoder as the pipeline loads it, from a ModelConfig (the config's defaults: cpu when no GPU)."""
+    from probing.config import ModelConfig
     from probing.encoder import Encoder
 
-    return Encoder.load(str(tiny_model_dir), name="tiny")
+    return Encoder.load(ModelConfig(name=name, name_or_path=name_or_path))
+
+
+@pytest.fixture(scope="session")
+def tiny_encoder(tiny_model_dir):
+    return load(str(tiny_model_dir), "tiny")
 
 
 @pytest.fixture(scope="session")
 def minilm_encoder():
-    from probing.encoder import Encoder
-
-    return Encoder.load("bundled:minilm", name="minilm")
+    return load("bundled:minilm", "minilm")
 
 
 @pytest.fixture

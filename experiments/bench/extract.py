@@ -88,19 +88,19 @@ def mode_user_loop(corpus, out: Path):
 
 
 def mode_framework(corpus, out: Path):
-    from probing.config import ExtractConfig
+    from probing.config import ExtractConfig, ModelConfig
     from probing.encoder import Encoder
     from probing.extract import extract
 
-    enc = Encoder.load("bundled:minilm", name="minilm")
+    enc = Encoder.load(ModelConfig(name="minilm", name_or_path="bundled:minilm"))
     return lambda: len(extract(enc, corpus, ExtractConfig(cache_dir=str(out), progress=False)).store)
 
 
 def mode_forward_only(corpus, out: Path):
-    from probing.config import ExtractConfig
+    from probing.config import ExtractConfig, ModelConfig
     from probing.encoder import Encoder
 
-    enc = Encoder.load("bundled:minilm", name="minilm")
+    enc = Encoder.load(ModelConfig(name="minilm", name_or_path="bundled:minilm"))
     return lambda: forward_only(enc, corpus, ExtractConfig())
 
 

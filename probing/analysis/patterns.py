@@ -14,23 +14,22 @@ import numpy as np
 import pandas as pd
 from scipy.special import entr
 
+from probing.config import PatternRows
 from probing.corpus import Corpus
+from probing.schema import PATTERN_METRICS as METRICS
+from probing.schema import RUN_KEYS
 from probing.store import AttentionStore
 
-METRICS = ("cls", "sep", "punct", "next", "prev", "self", "entropy", "uniform_entropy")
-ROWS = ("words", "all")
 
-
-def sentence_patterns(maps: np.ndarray, prefix: int, n_words: int, punct: np.ndarray, rows: str = "words"
+def sentence_patterns(maps: np.ndarray, prefix: int, n_words: int, punct: np.ndarray, pattern_rows: PatternRows
                       ) -> tuple[np.ndarray, np.ndarray]:
     """Sums over one sentence's attending rows: ``(L, H, M, M)`` maps, ``punct`` a bool ``(n_words,)`` mask
     -> ``(len(METRICS), L, H)`` sums and ``(len(METRICS),)`` row counts (next/prev only count rows that have
     a next/previous position)."""
-    if rows not in ROWS:
-        raise ValueError(f"pattern_rows must be one of {ROWS}, got {rows!r}")
+    rows = PatternRows(pattern_rows)
     a = np.asarray(maps, dtype=np.float32)
     m = a.shape[-1]
-    r = np.arange(prefix, prefix + n_words) if rows == "words" else np.arange(m)
+    r = np.arange(prefix, prefix + n_words) if rows is PatternRows.words else np.arange(m)
     sel = a[..., r, :]  # (L, H, R, M)
     sums = np.empty((len(METRICS),) + a.shape[:2], dtype=np.float64)
     counts = np.empty(len(METRICS), dtype=np.int64)
@@ -49,7 +48,7 @@ def sentence_patterns(maps: np.ndarray, prefix: int, n_words: int, punct: np.nda
 
 
 def attention_patterns(store: AttentionStore, corpus: Corpus, indices: Sequence[int], punct_upos: Sequence[str],
-                       rows: str = "words") -> pd.DataFrame:
+                       pattern_rows: PatternRows) -> pd.DataFrame:
     """One row per (layer, head): the means of :data:`METRICS` over every attending row of ``indices``
     (a loop over sentences, numpy over layers, heads and positions)."""
     layers, heads = store.num_layers, store.num_heads
@@ -60,7 +59,7 @@ def attention_patterns(store: AttentionStore, corpus: Corpus, indices: Sequence[
         s = corpus[i]
         upos = s.upos or ()
         punct = np.array([u in punct_set for u in upos] if upos else [False] * len(s), dtype=bool)
-        ssum, scount = sentence_patterns(maps, int(store.prefix[i]), int(store.n_words[i]), punct, rows)
+        ssum, scount = sentence_patterns(maps, int(store.prefix[i]), int(store.n_words[i]), punct, pattern_rows)
         sums += ssum
         counts += scount
     store.close()
@@ -75,5 +74,5 @@ def attention_patterns(store: AttentionStore, corpus: Corpus, indices: Sequence[
 
 def layer_means(patterns: pd.DataFrame) -> pd.DataFrame:
     """The per-head means averaged over the heads of each layer."""
-    keys = [c for c in ("model", "corpus", "split") if c in patterns.columns]
+    keys = [c for c in RUN_KEYS if c in patterns.columns]
     return patterns.groupby(keys + ["layer"], as_index=False)[list(METRICS)].mean()

@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-DIRECTIONS = ("dep_to_head", "head_to_dep")
+from probing.config import Direction
 
 
 def as_ordered(words: np.ndarray) -> np.ndarray:
@@ -36,21 +36,21 @@ def zero_diagonal(maps: np.ndarray) -> np.ndarray:
     return maps
 
 
-def predict(maps: np.ndarray, direction: str) -> np.ndarray:
+def predict(maps: np.ndarray, direction: Direction) -> np.ndarray:
     """Predicted head of every word: ``(..., N, N)`` maps (diagonal already zeroed) -> ``(..., N)``.
 
     ``np.argmax`` returns the first maximum, so ties go to the leftmost word; zero padding at the end
     never wins over a real word.
     """
-    if direction == "dep_to_head":
+    if direction == Direction.dep_to_head:
         return maps.argmax(axis=-1)
-    if direction == "head_to_dep":
+    if direction == Direction.head_to_dep:
         # a contiguous transposed copy then a row argmax is several times faster than argmax(axis=-2)
         return np.ascontiguousarray(np.swapaxes(maps, -1, -2)).argmax(axis=-1)
-    raise ValueError(f"unknown direction {direction!r}; expected one of {DIRECTIONS}")
+    raise ValueError(f"unknown direction {direction!r}; expected one of {[d.value for d in Direction]}")
 
 
-def head_correct(maps: np.ndarray, gold: np.ndarray, n: np.ndarray, directions: Sequence[str],
+def head_correct(maps: np.ndarray, gold: np.ndarray, n: np.ndarray, directions: Sequence[Direction],
                  block_bytes: int = 4 * 2**20) -> np.ndarray:
     """Per-word hits of every head: ``(B, L, H, N, N)`` padded maps, ``(B, N)`` gold heads (-1 root,
     anything for padding), ``(B,)`` lengths -> ``(W, D, L*H)`` bool over the W real words (sentence by

@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from probing.config import Direction
 from probing.corpus import Corpus
 from probing.store import AttentionStore
 
@@ -156,7 +157,7 @@ def chain_heads(n: int, kind: str) -> np.ndarray:
     raise ValueError(f"unknown baseline {kind!r}")
 
 
-def sentence_trees(words: np.ndarray, gold: np.ndarray, directions: Sequence[str]) -> dict[str, np.ndarray]:
+def sentence_trees(words: np.ndarray, gold: np.ndarray, directions: Sequence[Direction]) -> dict[str, np.ndarray]:
     """Correct counts of every head's trees for one sentence.
 
     ``words``: ``(G, n, n)`` word-level maps, ``gold``: ``(n,)`` heads (-1 root, exactly one root).
@@ -172,10 +173,8 @@ def sentence_trees(words: np.ndarray, gold: np.ndarray, directions: Sequence[str
     gold_keys = np.sort(edge_keys(deps, gold[deps], n))
     out: dict[str, np.ndarray] = {}
     a = np.asarray(words, dtype=np.float64)
-    for d in directions:
-        if d not in ("dep_to_head", "head_to_dep"):
-            raise ValueError(f"unknown direction {d!r}")
-        scores = a.transpose(0, 2, 1) if d == "dep_to_head" else a  # scores[g, head, dep]
+    for d in map(Direction, directions):
+        scores = a.transpose(0, 2, 1) if d is Direction.dep_to_head else a  # scores[g, head, dep]
         pred = greedy_heads(scores, root)
         # Chu-Liu-Edmonds has no batched form: one call per head whose greedy choice has a cycle
         for k in np.flatnonzero(~acyclic(pred, root)):
@@ -193,7 +192,7 @@ def sentence_trees(words: np.ndarray, gold: np.ndarray, directions: Sequence[str
     return out
 
 
-def tree_scores(store: AttentionStore, corpus: Corpus, indices: Sequence[int], directions: Sequence[str]
+def tree_scores(store: AttentionStore, corpus: Corpus, indices: Sequence[int], directions: Sequence[Direction]
                 ) -> pd.DataFrame:
     """One row per (method, direction, layer, head): UAS / UUAS of its spanning trees over ``indices``
     (sentences with one root and at least two words), with the branching baselines beside."""
@@ -220,7 +219,7 @@ def tree_scores(store: AttentionStore, corpus: Corpus, indices: Sequence[int], d
     layer, head = np.repeat(np.arange(layers), heads), np.tile(np.arange(heads), layers)
     parts = []
     for d in directions:
-        parts.append(pd.DataFrame({"method": "mst_directed", "direction": d, "layer": layer, "head": head,
+        parts.append(pd.DataFrame({"method": "mst_directed", "direction": str(d), "layer": layer, "head": head,
                                    "uas": sums[f"{d}_uas"] / arcs, "uuas": sums[f"{d}_uuas"] / arcs}))
     parts.append(pd.DataFrame({"method": "mst_undirected", "direction": "undirected", "layer": layer,
                                "head": head, "uas": np.nan, "uuas": sums["undirected_uuas"] / arcs}))

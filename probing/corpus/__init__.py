@@ -5,9 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from probing.config import enum_value
 from probing.corpus.conllu_reader import read_conllu
 from probing.corpus.grammar import generate_corpus, seed_sentences
-from probing.corpus.sentence import Corpus, CorpusError, Sentence, Skip, base_relation
+from probing.corpus.sentence import Corpus, Sentence, Skip, base_relation
+from probing.errors import CorpusError
+from probing.paths import absolute
 
 __all__ = [
     "Corpus", "CorpusError", "Sentence", "Skip", "base_relation", "generate_corpus", "load_corpus",
@@ -40,10 +43,6 @@ def ud_ewt_path(directory: str, split: str) -> Path:
 
 def load_corpus(cfg, split: Optional[str] = None) -> Corpus:
     """Build the corpus a :class:`~probing.config.DataConfig` describes (``split`` overrides ``cfg.split``)."""
-    from hydra.utils import to_absolute_path
-
-    from probing.config import enum_value
-
     kind = enum_value(cfg.kind)
     split = split or cfg.split
     if kind == "grammar":
@@ -51,11 +50,11 @@ def load_corpus(cfg, split: Optional[str] = None) -> Corpus:
     elif kind == "conllu":
         if not cfg.path:
             raise CorpusError("data=conllu needs data.path=FILE.conllu")
-        corpus = read_conllu(_abs(cfg.path, to_absolute_path), split=split, strict=cfg.strict)
+        corpus = read_conllu(absolute(cfg.path), split=split, strict=cfg.strict)
     elif kind == "ud_ewt":
         if not cfg.dir:
             raise CorpusError(f"data=ud_ewt needs data.dir. {UD_EWT_HINT}")
-        path = ud_ewt_path(_abs(cfg.dir, to_absolute_path), split)
+        path = ud_ewt_path(absolute(cfg.dir), split)
         corpus = read_conllu(path, split=split, strict=cfg.strict, name="ud_ewt")
     elif kind == "hf":
         from probing.corpus.hf_reader import read_hf
@@ -63,7 +62,7 @@ def load_corpus(cfg, split: Optional[str] = None) -> Corpus:
         if not cfg.hf_path:
             raise CorpusError("data=hf needs data.hf_path (a hub id, or json/csv/parquet with data.hf_data_files)")
         corpus = read_hf(
-            cfg.hf_path, split, cfg.hf_name, _abs(cfg.hf_data_files, to_absolute_path) if cfg.hf_data_files else None,
+            cfg.hf_path, split, cfg.hf_name, absolute(cfg.hf_data_files) if cfg.hf_data_files else None,
             cfg.words_column, cfg.heads_column, cfg.relations_column, cfg.upos_column, cfg.heads_one_based,
             cfg.strict,
         )
@@ -71,7 +70,7 @@ def load_corpus(cfg, split: Optional[str] = None) -> Corpus:
         if cfg.text:
             corpus = read_text([cfg.text], "text")
         elif cfg.path:
-            p = Path(_abs(cfg.path, to_absolute_path))
+            p = Path(absolute(cfg.path))
             if not p.is_file():
                 raise CorpusError(f"{p}: no such text file")
             corpus = read_text(p.read_text(encoding="utf-8").splitlines(), p.stem)
@@ -81,9 +80,3 @@ def load_corpus(cfg, split: Optional[str] = None) -> Corpus:
         raise CorpusError(f"unknown data.kind {kind!r}")
     return corpus.head(cfg.limit)
 
-
-def _abs(path: str, to_absolute_path) -> str:
-    try:
-        return to_absolute_path(path)
-    except ValueError:  # outside a Hydra run
-        return str(Path(path).expanduser().resolve())

@@ -16,16 +16,14 @@ from pathlib import Path
 from typing import Any, Optional
 
 from probing.config import enum_value, to_plain
-from probing.corpus import Corpus, load_corpus
+from probing.corpus import Corpus, load_corpus, ud_ewt_path
+from probing.io import atomic_write_bytes
 from probing.paths import absolute
-from probing.store import atomic_write_bytes
 
 log = logging.getLogger(__name__)
 
 
 def _source(data_cfg: Any, split: Optional[str]) -> Optional[Path]:
-    from probing.corpus import ud_ewt_path
-
     kind = enum_value(data_cfg.kind)
     try:
         if kind == "ud_ewt" and data_cfg.dir:
@@ -62,6 +60,9 @@ def load_corpus_cached(data_cfg: Any, split: Optional[str], cache_dir: str) -> C
         except Exception as e:  # noqa: BLE001 - a damaged cache file is rebuilt
             log.warning("ignoring unreadable corpus cache %s (%s)", path, e)
     corpus = load_corpus(data_cfg, split=split)
+    if corpus.skipped:
+        log.warning("data.strict=false: skipped %d malformed sentences %s", len(corpus.skipped),
+                    corpus.skip_summary())
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(path, pickle.dumps(corpus, protocol=pickle.HIGHEST_PROTOCOL))

@@ -13,8 +13,9 @@ from typing import Iterator, Optional
 from conllu.exceptions import ParseException
 from conllu.parser import DEFAULT_FIELDS, parse_line
 
-from probing.corpus.sentence import Corpus, CorpusError, Sentence, Skip
+from probing.corpus.sentence import Corpus, Sentence, Skip
 from probing.corpus.trees import tree_problem
+from probing.errors import CorpusError
 
 
 def _blocks(lines: list[str]) -> Iterator[tuple[int, list[tuple[int, str]]]]:

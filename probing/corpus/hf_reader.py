@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from probing.corpus.sentence import Corpus, CorpusError, Sentence, Skip
+from probing.corpus.sentence import Corpus, Sentence, Skip
 from probing.corpus.trees import tree_problem
+from probing.errors import CorpusError
 
 
 def _as_heads(raw: Any, one_based: bool) -> list[int]:

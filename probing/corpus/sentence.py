@@ -98,16 +98,3 @@ class Corpus:
 
     def with_skipped(self, extra: Sequence[Skip]) -> "Corpus":
         return Corpus(self.name, self.split, self.sentences, self.skipped + tuple(extra))
-
-
-class CorpusError(ValueError):
-    """Malformed input, with the file and line that caused it in the message."""
-
-    def __init__(self, message: str, source: str = "", line: Optional[int] = None, reason: str = ""):
-        super().__init__(message)
-        self.source, self.line, self.reason = source, line, reason or message
-
-    @classmethod
-    def at(cls, source: str, line: Optional[int], reason: str) -> "CorpusError":
-        where = f"{source}:{line}" if line is not None else source
-        return cls(f"{where}: {reason}", source, line, reason)

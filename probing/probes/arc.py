@@ -166,7 +166,7 @@ class ArcProbe(BaseEstimator):
 
 # ---- the arc probe task ----------------------------------------------------------------------------------
 
-def arc_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection, limit: int | None = None
+def arc_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection, limit: int | None
              ) -> tuple[Words, Candidates, ArcData, list[str]]:
     """Dependents of a split (at most ``limit``, a seeded subsample), their candidates and features
     (gold = the treebank heads)."""
@@ -188,7 +188,7 @@ def run_arc(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection) ->
     """Train the Attn probe on ``train``, report UAS on ``ev`` beside right-branching, best-offset and the
     control task (each word type attaches to ROOT, the first or the last word)."""
     dtr, ctr, tr, names = arc_data(pcfg, train, sel, pcfg.max_train_arcs)
-    dte, cte, te, _ = arc_data(pcfg, ev, sel)
+    dte, cte, te, _ = arc_data(pcfg, ev, sel, None)  # every evaluation dependent
     if len(dtr) == 0 or len(dte) == 0:
         raise ValueError("no dependents to probe in the train or eval sentences")
     probe = ArcProbe(C=pcfg.C, max_iter=pcfg.max_iter, tol=pcfg.tol).fit(tr)

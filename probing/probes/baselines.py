@@ -32,9 +32,9 @@ def right_branching_heads(pos: np.ndarray, n: np.ndarray) -> np.ndarray:
     return offset_heads(pos, n, 1)
 
 
-def best_offset(pos: np.ndarray, n: np.ndarray, gold: np.ndarray, max_offset: int = 5) -> int:
-    """The offset in ``-max_offset..max_offset`` (0 excluded) whose heads match ``gold`` most often
+def best_offset(pos: np.ndarray, n: np.ndarray, gold: np.ndarray, best_offset_max: int) -> int:
+    """The offset in ``-best_offset_max..best_offset_max`` (0 excluded) whose heads match ``gold`` most often
     (chosen on training data; ties go to the smaller absolute offset, then the negative one)."""
-    offsets = sorted((o for o in range(-max_offset, max_offset + 1) if o != 0), key=lambda o: (abs(o), o))
+    offsets = sorted((o for o in range(-best_offset_max, best_offset_max + 1) if o != 0), key=lambda o: (abs(o), o))
     scores = [float(np.mean(offset_heads(pos, n, o) == gold)) for o in offsets]
     return offsets[int(np.argmax(scores))]

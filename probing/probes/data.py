@@ -25,7 +25,7 @@ class ProbeSplit:
     store: AttentionStore
     indices: np.ndarray
 
-    def words(self, collapse_subtypes: bool = False, punct_upos: tuple[str, ...] = ("PUNCT",)) -> Words:
+    def words(self, collapse_subtypes: bool, punct_upos: tuple[str, ...]) -> Words:
         return corpus_words(self.corpus, self.indices, collapse_subtypes, punct_upos)
 
 

@@ -23,7 +23,7 @@ from probing.probes.relation import fit_quietly, make_classifier
 
 
 def edge_pairs(words: Words, exclude_punct: bool, negatives_per_positive: int, seed: int,
-               limit: int | None = None
+               limit: int | None
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(sent, a, b, label, type_a, type_b)`` of positive and sampled negative pairs, a < b. With
     ``limit``, a seeded subsample of the positives, and negatives drawn for those."""

@@ -13,9 +13,10 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from probing.config import FeatureSet
 from probing.store import AttentionStore
 
-FEATURE_SETS = {"both": ("fwd", "bwd"), "forward": ("fwd",), "backward": ("bwd",)}
+FEATURE_SETS = {FeatureSet.both: ("fwd", "bwd"), FeatureSet.forward: ("fwd",), FeatureSet.backward: ("bwd",)}
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,7 @@ class HeadSelection:
         return [f"L{int(a)}H{int(b)}" for a, b in zip(self.layers, self.heads)]
 
 
-def select_heads(num_layers: int, num_heads: int, layer: Optional[int] = None,
-                 head: Optional[int] = None) -> HeadSelection:
+def select_heads(num_layers: int, num_heads: int, layer: Optional[int], head: Optional[int]) -> HeadSelection:
     """One head (layer and head set), one layer's heads (head None), head h of every layer (layer None),
     or every head (both None)."""
     if layer is not None and not 0 <= layer < num_layers:
@@ -47,11 +47,9 @@ def select_heads(num_layers: int, num_heads: int, layer: Optional[int] = None,
     return HeadSelection(ll.ravel().astype(np.int64), hh.ravel().astype(np.int64))
 
 
-def feature_directions(feature_set: str) -> tuple[str, ...]:
-    try:
-        return FEATURE_SETS[feature_set]
-    except KeyError:
-        raise ValueError(f"probe.feature_set={feature_set!r}: choose one of {sorted(FEATURE_SETS)}") from None
+def feature_directions(feature_set: FeatureSet) -> tuple[str, ...]:
+    """``fwd`` (``A[i,j]``) and/or ``bwd`` (``A[j,i]``)."""
+    return FEATURE_SETS[FeatureSet(feature_set)]
 
 
 def gather(store: AttentionStore, sent: np.ndarray, qpos: np.ndarray, kpos: np.ndarray, sel: HeadSelection,
@@ -93,11 +91,11 @@ def gather(store: AttentionStore, sent: np.ndarray, qpos: np.ndarray, kpos: np.n
 
 
 def pair_features(store: AttentionStore, sent: np.ndarray, query: np.ndarray, key: np.ndarray,
-                  sel: HeadSelection, feature_set: str = "both", offsets: Sequence[int] = ()
+                  sel: HeadSelection, feature_set: FeatureSet, neighbour_offsets: Sequence[int]
                   ) -> tuple[np.ndarray, list[str]]:
     """Features of word pairs (query i, key j): ``(N, F)`` float32 and the column names.
 
-    Columns, for each offset o in ``(0, *offsets)`` and each direction of ``feature_set``:
+    Columns, for each offset o in ``(0, *neighbour_offsets)`` and each direction of ``feature_set``:
     ``fwd`` = ``A_k[i, j+o]``, ``bwd`` = ``A_k[j, i+o]``, one per selected head k. An offset that leaves
     the sentence's words gives 0.
     """
@@ -105,7 +103,7 @@ def pair_features(store: AttentionStore, sent: np.ndarray, query: np.ndarray, ke
     sent = np.asarray(sent, dtype=np.int64)
     query, key = np.asarray(query, dtype=np.int64), np.asarray(key, dtype=np.int64)
     p, n = store.prefix[sent].astype(np.int64), store.n_words[sent].astype(np.int64)
-    offs = (0, *[int(x) for x in offsets if int(x) != 0])
+    offs = (0, *[int(x) for x in neighbour_offsets if int(x) != 0])
     k = len(sel)
     # one preallocated matrix, filled block by block: no concatenation copy of a multi-GB feature matrix
     X = np.empty((len(sent), len(offs) * len(dirs) * k), dtype=np.float32)
@@ -137,7 +135,7 @@ def special_positions(store: AttentionStore, sent: np.ndarray) -> tuple[np.ndarr
 
 
 def root_features(store: AttentionStore, sent: np.ndarray, query: np.ndarray, sel: HeadSelection,
-                  feature_set: str = "both") -> tuple[np.ndarray, list[str]]:
+                  feature_set: FeatureSet) -> tuple[np.ndarray, list[str]]:
     """Features of the pair (word i, ROOT), from attention to and from the special tokens: ``fwd`` =
     total attention of i to the special positions, ``bwd`` = mean attention of the special positions
     to i. ``(N, F)`` float32 with one column per direction and selected head."""

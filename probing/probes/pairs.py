@@ -49,8 +49,8 @@ class Words:
 _FIELDS = ("sent", "pos", "n", "head", "relation", "word", "head_word", "punct")
 
 
-def corpus_words(corpus: Corpus, indices: Sequence[int], collapse_subtypes: bool = False,
-                 punct_upos: Sequence[str] = ("PUNCT",)) -> Words:
+def corpus_words(corpus: Corpus, indices: Sequence[int], collapse_subtypes: bool, punct_upos: Sequence[str]
+                 ) -> Words:
     """All words of the sentences ``indices`` (ascending corpus indices), which must have gold trees."""
     sent, pos, n, head, rel, word, head_word, punct = [], [], [], [], [], [], [], []
     punct_set = set(punct_upos)

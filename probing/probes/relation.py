@@ -19,6 +19,7 @@ from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precisio
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from probing.config import enum_value
 from probing.probes.baselines import majority_accuracy
 from probing.probes.control import control_relations
 from probing.probes.data import ProbeResult, ProbeSplit, punct_tags, subsample_rows
@@ -29,7 +30,7 @@ from probing.probes.pairs import gold_arcs
 def make_classifier(pcfg: Any) -> Pipeline:
     """Standardised features into L2 logistic regression (lbfgs) with the probe's C, max_iter and
     class weights."""
-    class_weight = pcfg.class_weight if pcfg.class_weight not in (None, "none", "None") else None
+    class_weight = enum_value(pcfg.class_weight)  # None or "balanced", as scikit-learn spells them
     return make_pipeline(StandardScaler(), LogisticRegression(
         C=pcfg.C, max_iter=pcfg.max_iter, class_weight=class_weight, random_state=pcfg.seed, solver="lbfgs"))
 
@@ -42,7 +43,7 @@ def fit_quietly(model: Pipeline, X: np.ndarray, y: np.ndarray) -> tuple[Pipeline
     return model, not any(issubclass(w.category, ConvergenceWarning) for w in caught)
 
 
-def relation_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection, limit: int | None = None):
+def relation_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection, limit: int | None):
     """Gold arcs of a split (at most ``limit``, a seeded subsample) and their features
     ``(arcs, X, feature names)``."""
     arcs = gold_arcs(split.words(pcfg.collapse_subtypes, punct_tags(pcfg)), pcfg.exclude_punct)
@@ -56,7 +57,7 @@ def run_relation(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelectio
     """Train on ``train``'s gold arcs, score on ``ev``'s: accuracy, macro-F1, per-relation F1, confusion,
     majority baseline, control accuracy and selectivity."""
     tr, Xtr, names = relation_data(pcfg, train, sel, pcfg.max_train_arcs)
-    te, Xte, _ = relation_data(pcfg, ev, sel)
+    te, Xte, _ = relation_data(pcfg, ev, sel, None)  # every evaluation arc
     if len(tr) == 0 or len(te) == 0:
         raise ValueError("no arcs to probe in the train or eval sentences")
     ytr, yte = tr.relation.astype(str), te.relation.astype(str)

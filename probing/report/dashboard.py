@@ -9,18 +9,18 @@ rendered into ``#status`` (``data-heatmaps``, beside ``data-expected``) so a hea
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 import numpy as np
 import pandas as pd
+from markupsafe import Markup
 
-from probing.report import figures as F
-from probing.report.html import escape, figure_div, image_tag, page, write_page
+from probing import schema
+from probing.report import dashboard_figures
+from probing.report.html import figure_div, image_tag, render_template, write_page
 from probing.report.sources import Source, describe, load_sources
 
 log = logging.getLogger(__name__)
@@ -28,116 +28,70 @@ log = logging.getLogger(__name__)
 MAX_EMBEDDED_PNG = 400_000  # bytes: larger run figures are linked, not embedded
 MAX_FIGURES_PER_SOURCE = 8
 
-EARLY_JS = """
-window.__probingErrors = [];
-window.addEventListener('error', function (e) { window.__probingErrors.push(String(e.message || e)); });
-"""
 
-LATE_JS = """
-(function () {
-  function sortable(table) {
-    table.querySelectorAll('thead th').forEach(function (th, i) {
-      th.title = 'click to sort';
-      th.addEventListener('click', function () {
-        var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
-        var asc = th.dataset.dir !== 'asc';
-        table.querySelectorAll('thead th').forEach(function (o) { delete o.dataset.dir; });
-        th.dataset.dir = asc ? 'asc' : 'desc';
-        function key(r) {
-          var c = r.cells[i], t = c.dataset.v !== undefined ? c.dataset.v : c.textContent, x = parseFloat(t);
-          return isNaN(x) ? t : x;
-        }
-        rows.sort(function (a, b) {
-          var x = key(a), y = key(b);
-          var c = (typeof x === 'number' && typeof y === 'number') ? x - y : String(x).localeCompare(String(y));
-          return asc ? c : -c;
-        });
-        rows.forEach(function (r) { body.appendChild(r); });
-      });
-    });
-  }
-  document.querySelectorAll('table.sortable').forEach(sortable);
-  window.addEventListener('load', function () {
-    setTimeout(function () {
-      var status = document.getElementById('status');
-      var n = document.querySelectorAll('.js-plotly-plot g.hm image').length;
-      status.dataset.heatmaps = String(n);
-      status.dataset.errors = String(window.__probingErrors.length);
-      status.textContent = n + ' of ' + status.dataset.expected + ' heatmaps rendered'
-        + (window.__probingErrors.length ? '; script errors: ' + window.__probingErrors.join('; ') : '');
-    }, 200);
-  });
-})();
-"""
+class Column(NamedTuple):
+    """A table header."""
+
+    name: str
+    cls: str  # 'l' (left-aligned) for text columns
+
+
+class Cell(NamedTuple):
+    """A table cell, its text already formatted."""
+
+    text: str
+    v: Optional[str]  # data-v: the full number the sortable table sorts by (None: not a float cell)
+    cls: str
+
+
+class Block(NamedTuple):
+    """A figure of the page: its title, its div, how many heatmaps it draws, its anchor (or None)."""
+
+    title: str
+    div: Markup
+    heatmaps: int
+    anchor: Optional[str] = None
+
+
+def _cell(v: Any, digits: int) -> Cell:
+    if isinstance(v, (float, np.floating)):
+        if not np.isfinite(v):
+            return Cell("", "", "")
+        text = f"{v:.{digits}f}" if not float(v).is_integer() or abs(v) < 1 else f"{int(v)}"
+        return Cell(text, f"{v}", "")
+    if isinstance(v, (int, np.integer)):
+        return Cell(str(int(v)), None, "")
+    return Cell(str("" if v is None or v is pd.NA else v), None, "l")
+
+
+def table_data(df: pd.DataFrame, digits: int = 3) -> dict:
+    """``df`` as the ``columns`` and ``rows`` of cells that the templates' ``sortable_table`` macro renders."""
+    columns = [Column(str(c), "" if pd.api.types.is_numeric_dtype(df[c]) else "l") for c in df.columns]
+    rows = [[_cell(v, digits) for v in rec] for rec in df.itertuples(index=False)]
+    return {"columns": columns, "rows": rows}
 
 
 def html_table(df: pd.DataFrame, sortable: bool = True, digits: int = 3) -> str:
     """A (sortable) HTML table; numbers keep their full value in ``data-v`` for sorting."""
-    head = "".join(f"<th class='{'l' if not pd.api.types.is_numeric_dtype(df[c]) else ''}'>{escape(c)}</th>"
-                   for c in df.columns)
-    rows = []
-    for rec in df.itertuples(index=False):
-        cells = []
-        for v in rec:
-            if isinstance(v, (float, np.floating)):
-                text = "" if not np.isfinite(v) else (f"{v:.{digits}f}" if not float(v).is_integer() or abs(v) < 1
-                                                      else f"{int(v)}")
-                cells.append(f"<td data-v='{'' if not np.isfinite(v) else v}'>{text}</td>")
-            elif isinstance(v, (int, np.integer)):
-                cells.append(f"<td>{int(v)}</td>")
-            else:
-                cells.append(f"<td class='l'>{escape('' if v is None or v is pd.NA else v)}</td>")
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    cls = "sortable" if sortable else ""
-    return f"<table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
-
-
-def _figure_block(title: str, fig: Any, n_heatmaps: int, anchor: Optional[str] = None) -> str:
-    aid = f" id='{escape(anchor)}'" if anchor else ""
-    return f"<h3{aid}>{escape(title)}</h3><div class='fig' data-heatmaps='{n_heatmaps}'>{figure_div(fig)}</div>"
+    return render_template("table.html.j2", table=table_data(df, digits), sortable=sortable)
 
 
 def _anchor(text: str) -> str:
     return "h-" + "".join(c if c.isalnum() else "-" for c in text)
 
 
-def _heads_section(sources: Sequence[Source]) -> tuple[list[str], int]:
-    figs = F.heads_figures(sources)
-    if not figs:
-        return ["<h2 id='heads'>Heads</h2><p class='note'>No heads table in these runs "
-                "(run <code>probing task=heads</code>).</p>"], 0
-    parts = ["<h2 id='heads'>Heads: accuracy of each head per relation</h2>",
-             "<p class='note'>A head's prediction for a word is the word it attends to most (special tokens "
-             "excluded). Top row: accuracy; bottom row: accuracy minus the best fixed-offset baseline. Hover for "
-             "the value, its bootstrap CI, n and the baseline. Rows are layers, columns heads.</p>",
-             "<p>" + " · ".join(f"<a href='#{_anchor(t)}'>{escape(t)}</a>" for t, _, _ in figs) + "</p>"]
-    parts += [_figure_block(t, fig, n, _anchor(t)) for t, fig, n in figs]
-    return parts, sum(n for _, _, n in figs)
+def _blocks(figs: Sequence[dashboard_figures.Fig], anchors: bool = False) -> tuple[list[Block], int]:
+    """The figures as page blocks, and how many heatmaps they draw together."""
+    blocks = [Block(t, figure_div(fig), n, _anchor(t) if anchors else None) for t, fig, n in figs]
+    return blocks, sum(b.heatmaps for b in blocks)
 
 
-def _best_section(sources: Sequence[Source]) -> list[str]:
-    best = F.best_heads(sources)
-    if not len(best):
-        return []
-    return ["<h2 id='best'>Best head per relation and direction</h2>",
-            "<p class='note'>Click a column to sort. gain = accuracy - the best fixed-offset baseline.</p>",
-            html_table(best)]
-
-
-def _simple_section(title: str, anchor: str, figs: list, note: str, missing: str) -> tuple[list[str], int]:
-    if not figs:
-        return [f"<h2 id='{anchor}'>{escape(title)}</h2><p class='note'>{missing}</p>"], 0
-    parts = [f"<h2 id='{anchor}'>{escape(title)}</h2>", f"<p class='note'>{note}</p>"]
-    parts += [_figure_block(t, fig, n) for t, fig, n in figs]
-    return parts, sum(n for _, _, n in figs)
-
-
-def _probe_table(sources: Sequence[Source]) -> str:
+def _probe_table(sources: Sequence[Source]) -> Optional[dict]:
     frames = []
     for s in sources:
         if s.probes is None or not len(s.probes):
             continue
-        df = s.probes[s.probes["metric"].isin(F.PROBE_HEADLINE)]
+        df = s.probes[s.probes["metric"].isin(schema.PROBE_SHOWN)]
         idx = [c for c in ("probe", "layer", "head") if c in df.columns]
         if not len(df) or not idx:
             continue
@@ -145,62 +99,35 @@ def _probe_table(sources: Sequence[Source]) -> str:
         wide = wide.dropna(how="all", subset=[c for c in wide.columns if c not in idx])
         wide.insert(0, "source", s.label)
         frames.append(wide)
-    if not frames:
-        return ""
-    df = pd.concat(frames, ignore_index=True)
-    return "<h3>Probe scores (one row per job)</h3>" + html_table(df)
+    return table_data(pd.concat(frames, ignore_index=True)) if frames else None
 
 
-def _figures_section(sources: Sequence[Source]) -> list[str]:
-    parts = []
+def _run_figures(sources: Sequence[Source]) -> list[tuple[str, list[tuple[str, Markup]]]]:
+    """Per source with small enough PNGs: its label and (caption, embedded image) pairs."""
+    out = []
     for s in sources:
         pngs = [p for p in s.figures if p.stat().st_size <= MAX_EMBEDDED_PNG][:MAX_FIGURES_PER_SOURCE]
-        if not pngs:
-            continue
-        parts.append(f"<h3>{escape(s.label)}</h3>")
-        for p in pngs:
-            parts.append(f"<figure><figcaption class='note'>{escape(p.relative_to(s.path))}</figcaption>"
-                         f"{image_tag(p, p.stem, '900px')}</figure>")
-    return (["<h2 id='figures'>Figures of the runs</h2>"] + parts) if parts else []
+        if pngs:
+            out.append((s.label, [(str(p.relative_to(s.path)), image_tag(p, p.stem, "900px")) for p in pngs]))
+    return out
 
 
 def render(sources: Sequence[Source], title: str = "probing dashboard") -> str:
     """The whole page for these sources."""
-    heads_parts, n_heads = _heads_section(sources)
-    probe_parts, n_probe = _simple_section(
-        "Probes", "probes", F.probe_figures(sources),
-        "Accuracy of the probe on held-out data, the control task's accuracy (same probe, random labels per word "
-        "type) and selectivity = accuracy - control accuracy (Hewitt and Liang 2019).",
-        "No probe runs or sweep tables here (run <code>probing task=probe</code> or a sweep and "
-        "<code>probing-collect</code>).")
-    probe_parts.append(_probe_table(sources))
-    pattern_parts, n_pat = _simple_section(
-        "Attention patterns", "patterns", F.pattern_figures(sources),
-        "Average attention of each head to special tokens, punctuation and neighbouring words, and its entropy.",
-        "No attention-pattern table in these runs.")
-    tree_parts, n_tree = _simple_section(
-        "Trees from single heads", "trees", F.tree_figures(sources),
-        "Unlabelled attachment score of the tree decoded from each head's attention (maximum spanning tree), "
-        "beside the left- and right-branching baselines (hover).", "No trees table in these runs.")
-    mds_parts, _ = _simple_section("Heads in two dimensions", "mds", F.mds_figures(sources),
-                                   "Multidimensional scaling of the distances between heads' attention maps.",
-                                   "No MDS table in these runs.")
-    expected = n_heads + n_probe + n_pat + n_tree
-    overview = pd.DataFrame([describe(s) for s in sources])
-    notes = [f"<li>{escape(s.label)}: {escape(n)}</li>" for s in sources for n in s.notes]
-    parts = [f"<script>{EARLY_JS}</script>",
-             f"<h1>{escape(title)}</h1>",
-             f"<p class='note'>Written {time.strftime('%Y-%m-%d %H:%M')} by <code>probing-report</code>. "
-             f"<span id='status' data-expected='{expected}' data-heatmaps='' data-errors=''>"
-             f"{expected} heatmaps expected</span></p>",
-             "<p><a href='#heads'>heads</a> · <a href='#best'>best heads</a> · <a href='#probes'>probes</a> · "
-             "<a href='#patterns'>patterns</a> · <a href='#trees'>trees</a> · <a href='#mds'>MDS</a> · <a href='#figures'>figures</a></p>",
-             "<h2>Runs</h2>", html_table(overview, sortable=False)]
-    if notes:
-        parts.append("<ul class='note'>" + "".join(notes) + "</ul>")
-    parts += heads_parts + _best_section(sources) + probe_parts + pattern_parts + tree_parts + mds_parts
-    parts += _figures_section(sources)
-    return page(title, parts, script=LATE_JS)
+    heads, n_heads = _blocks(dashboard_figures.heads_figures(sources), anchors=True)
+    probes, n_probe = _blocks(dashboard_figures.probe_figures(sources))
+    patterns, n_pat = _blocks(dashboard_figures.pattern_figures(sources))
+    trees, n_tree = _blocks(dashboard_figures.tree_figures(sources))
+    mds, _ = _blocks(dashboard_figures.mds_figures(sources))  # scatter plots: no heatmaps to count
+    best = dashboard_figures.best_heads(sources)
+    return render_template(
+        "dashboard.html.j2", title=title, written=time.strftime("%Y-%m-%d %H:%M"),
+        expected=n_heads + n_probe + n_pat + n_tree,
+        runs=table_data(pd.DataFrame([describe(s) for s in sources])),
+        notes=[(s.label, n) for s in sources for n in s.notes],
+        heads=heads, best=table_data(best) if len(best) else None, probes=probes,
+        probe_table=_probe_table(sources), patterns=patterns, trees=trees, mds=mds,
+        run_figures=_run_figures(sources))
 
 
 def write_dashboard(run_dirs: Sequence[Path], out_file: Path, title: Optional[str] = None,
@@ -224,27 +151,3 @@ def write_dashboard(run_dirs: Sequence[Path], out_file: Path, title: Optional[st
 def default_out(dirs: Sequence[Path]) -> Path:
     """``<dir>/dashboard.html`` for one dir, ``./dashboard.html`` when comparing several."""
     return Path(dirs[0]) / "dashboard.html" if len(dirs) == 1 else Path("dashboard.html")
-
-
-def main(argv: Optional[Sequence[str]] = None) -> None:
-    """The ``probing-report`` command."""
-    parser = argparse.ArgumentParser(prog="probing-report", description=__doc__.split("\n\n")[0])
-    parser.add_argument("dirs", nargs="+", type=Path, help="run dirs or sweep dirs (results/<experiment>/...)")
-    parser.add_argument("--out", type=Path, default=None,
-                        help="the HTML file (default: DIR/dashboard.html for one dir, ./dashboard.html for several)")
-    parser.add_argument("--title", default=None)
-    parser.add_argument("--relations", default=None,
-                        help="comma-separated relations to show in the heads section (default: all)")
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(message)s")
-    relations = [r.strip() for r in args.relations.split(",") if r.strip()] if args.relations else None
-    try:
-        path = write_dashboard(args.dirs, args.out or default_out(args.dirs), args.title, relations)
-    except FileNotFoundError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    print(path.resolve())
-
-
-if __name__ == "__main__":
-    main()

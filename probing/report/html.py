@@ -1,30 +1,20 @@
-"""Self-contained HTML pages: plotly.js inlined once, figures as divs, images as data URIs (no network)."""
+"""Self-contained HTML pages from the jinja2 templates in ``templates/``: CSS, scripts and plotly.js inlined,
+figures as divs, images as data URIs (no network)."""
 
 from __future__ import annotations
 
 import base64
-import html
+from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-CSS = """
-body { font-family: system-ui, -apple-system, Segoe UI, Roboto, sans-serif; margin: 1.2em 2em; color: #222; }
-h1 { font-size: 1.5em; } h2 { font-size: 1.25em; margin-top: 1.6em; border-bottom: 1px solid #ddd; }
-h3 { font-size: 1.05em; margin-bottom: .3em; }
-table { border-collapse: collapse; font-size: .85em; }
-th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: right; }
-th { background: #f3f3f3; cursor: pointer; user-select: none; }
-td.l, th.l { text-align: left; }
-td.gold { background: #c8ecc8; }
-.note { color: #666; font-size: .9em; }
-.side { display: flex; flex-wrap: wrap; gap: 1.5em; align-items: flex-start; }
-.side > div { flex: 1 1 560px; min-width: 420px; }
-code { background: #f5f5f5; padding: 0 3px; }
-"""
+import jinja2
+from markupsafe import Markup
 
+from probing.io import atomic_write_bytes
 
-def escape(text: Any) -> str:
-    return html.escape(str(text))
+TEMPLATES = Path(__file__).with_name("templates")
+STATIC = Path(__file__).with_name("static")
 
 
 def plotly_js() -> str:
@@ -34,35 +24,41 @@ def plotly_js() -> str:
     return get_plotlyjs()
 
 
-def figure_div(fig: Any, div_id: str | None = None, css_class: str = "") -> str:
+def static_text(name: str) -> Markup:
+    """A file of ``static/`` (CSS, JS), trusted, to inline into a page."""
+    return Markup((STATIC / name).read_text(encoding="utf-8"))
+
+
+@lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    """The templates' environment; autoescape is on, so trusted HTML (figure divs, images) comes as Markup."""
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(TEMPLATES), autoescape=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                             keep_trailing_newline=True)
+    env.globals.update(static=static_text, plotly_js=lambda: Markup(plotly_js()))
+    return env
+
+
+def render_template(name: str, **context: Any) -> str:
+    """Render ``templates/<name>`` with ``context``."""
+    return environment().get_template(name).render(**context)
+
+
+def figure_div(fig: Any, div_id: str | None = None, css_class: str = "") -> Markup:
     """A plotly figure as a ``<div>`` that uses the page's inlined plotly.js."""
-    body = fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
-                       config={"displaylogo": False, "responsive": True})
-    return f'<div class="{css_class}">{body}</div>' if css_class else body
+    body = Markup(fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
+                              config={"displaylogo": False, "responsive": True}))
+    return Markup('<div class="{}">{}</div>').format(css_class, body) if css_class else body
 
 
-def image_tag(path: Path, alt: str = "", width: str = "100%") -> str:
+def image_tag(path: Path, alt: str = "", width: str = "100%") -> Markup:
     """A PNG embedded as a data URI."""
     data = base64.b64encode(Path(path).read_bytes()).decode()
-    return f'<img alt="{escape(alt)}" style="max-width:{width}" src="data:image/png;base64,{data}">'
-
-
-def page(title: str, parts: Iterable[str], plotly: bool = True, script: str = "") -> str:
-    """A whole HTML document: CSS, plotly.js inline (when ``plotly``), the body parts, a trailing script."""
-    head_js = f"<script>{plotly_js()}</script>" if plotly else ""
-    return (
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-        f"<title>{escape(title)}</title><style>{CSS}</style>{head_js}</head>\n<body>\n"
-        + "\n".join(parts)
-        + (f"\n<script>{script}</script>" if script else "")
-        + "\n</body></html>\n"
-    )
+    return Markup('<img alt="{}" style="max-width:{}" src="data:image/png;base64,{}">').format(alt, width, data)
 
 
 def write_page(path: Path, text: str) -> Path:
     """Write atomically (a half-written page never replaces a good one)."""
-    from probing.store import atomic_write_bytes
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, text.encode("utf-8"))

@@ -7,7 +7,6 @@ side); a sweep of probe jobs becomes one source with one probe row per job x met
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,15 +14,10 @@ from typing import Any, Optional
 
 import pandas as pd
 
-from probing.results import read_run_config, read_table
+from probing import schema
+from probing.results import read_metrics, read_run_config, read_table
 
 log = logging.getLogger(__name__)
-
-# Table names the analysis may use (the first found wins; then any table whose name contains "mds"/"pattern").
-MDS_TABLES = ("head_mds", "mds", "heads_mds", "head_distances_mds")
-PATTERN_TABLES = ("patterns", "attention_patterns", "head_patterns")
-# Columns of a wide pattern table that count rows rather than measure a head.
-COUNT_COLUMNS = ("rows", "n", "count", "sentences")
 
 
 @dataclass
@@ -51,16 +45,15 @@ def _read_table(run_dir: Path, name: str) -> Optional[pd.DataFrame]:
         return None
 
 
-def _read_json(path: Path) -> dict:
-    try:
-        got = json.loads(path.read_text())
-        return got if isinstance(got, dict) else {}
-    except (OSError, json.JSONDecodeError):
-        return {}
+def _schema_table(run_dir: Path, table: schema.Table, need: tuple[str, ...]) -> Optional[pd.DataFrame]:
+    """Table ``table`` of a run dir when it has the columns the dashboard draws (``need``), else None."""
+    df = _read_table(run_dir, table.name)
+    return df if df is not None and set(need) <= set(df.columns) else None
 
 
 def is_run_dir(path: Path) -> bool:
-    return any((path / f).exists() for f in ("metrics.json", ".hydra", "heads.csv", "heads.parquet"))
+    return any((path / f).exists() for f in (schema.METRICS_FILE, ".hydra", f"{schema.HEADS.name}.csv",
+                                              f"{schema.HEADS.name}.parquet"))
 
 
 def job_dirs(path: Path) -> list[Path]:
@@ -70,70 +63,39 @@ def job_dirs(path: Path) -> list[Path]:
 
 
 def patterns_long(df: Optional[pd.DataFrame]) -> Optional[pd.DataFrame]:
-    """Pattern tables as ``layer, head, metric, value`` rows, whether written long or wide."""
-    if df is None or not {"layer", "head"} <= set(df.columns):
+    """The (wide) ``patterns`` table as ``layer, head, metric, value`` rows, one per pattern metric."""
+    if df is None:
         return None
-    if {"metric", "value"} <= set(df.columns):
-        return df
-    keys = [c for c in df.columns if c in ("model", "corpus", "split", "layer", "head")]
-    values = [c for c in df.columns if c not in keys and c not in COUNT_COLUMNS
-              and pd.api.types.is_numeric_dtype(df[c])]
+    keys = [c for c in schema.PATTERNS.keys if c in df.columns]
+    values = [c for c in schema.PATTERN_METRICS if c in df.columns]
     return df.melt(id_vars=keys, value_vars=values, var_name="metric", value_name="value") if values else None
-
-
-def mds_coordinates(df: Optional[pd.DataFrame]) -> Optional[pd.DataFrame]:
-    """``layer, head, x, y`` from an MDS table whatever it calls its two coordinate columns."""
-    if df is None or not {"layer", "head"} <= set(df.columns):
-        return None
-    for pair in (("x", "y"), ("mds_x", "mds_y"), ("dim0", "dim1"), ("mds_0", "mds_1"), ("x0", "x1"),
-                 ("component_1", "component_2")):
-        if set(pair) <= set(df.columns):
-            return df.rename(columns={pair[0]: "x", pair[1]: "y"})
-    coords = [c for c in df.columns if c not in ("layer", "head") and pd.api.types.is_float_dtype(df[c])]
-    return df.rename(columns={coords[0]: "x", coords[1]: "y"}) if len(coords) >= 2 else None
 
 
 def probe_rows(run_dir: Path, metrics: dict) -> Optional[pd.DataFrame]:
     """A probe run's numbers as long rows (its ``probe_scores`` table, or numbers of ``metrics.json``)."""
-    df = _read_table(run_dir, "probe_scores")
-    if df is not None and {"metric", "value"} <= set(df.columns):
+    df = _schema_table(run_dir, schema.PROBE_SCORES, ("metric", "value"))
+    if df is not None:
         return df
     if metrics.get("task") != "probe":
         return None
-    skip = {"layer", "head", "seconds", "probe_seconds", "n_heads", "train_sentences", "eval_sentences"}
     rows = [{"layer": metrics.get("layer"), "head": metrics.get("head"), "probe": metrics.get("probe"),
-             "metric": k, "value": float(v)} for k, v in metrics.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in skip]
+             "metric": k, "value": v} for k, v in schema.metric_items(metrics)]
     return pd.DataFrame(rows) if rows else None
-
-
-def _candidates(run_dir: Path, names: tuple[str, ...], part: str) -> list[str]:
-    """The known table names first, then any other table of the run dir whose name contains ``part``."""
-    found = sorted({p.stem for p in run_dir.glob(f"*{part}*.csv")} | {p.stem for p in run_dir.glob(f"*{part}*.parquet")})
-    return list(names) + [n for n in found if n not in names]
 
 
 def load_run(run_dir: Path) -> Source:
     """One run dir as a source."""
     config = read_run_config(run_dir)
-    metrics = _read_json(run_dir / "metrics.json")
+    metrics = read_metrics(run_dir)
     src = Source(run_dir, "", config, metrics)
-    src.heads = _read_table(run_dir, "heads")
-    if src.heads is not None and not {"layer", "head", "relation", "direction", "accuracy"} <= set(src.heads.columns):
-        src.notes.append("heads table without layer/head/relation/direction/accuracy columns: left out")
-        src.heads = None
-    for name in _candidates(run_dir, PATTERN_TABLES, "pattern"):
-        src.patterns = patterns_long(_read_table(run_dir, name))
-        if src.patterns is not None:
-            break
-    for name in _candidates(run_dir, MDS_TABLES, "mds"):
-        src.mds = mds_coordinates(_read_table(run_dir, name))
-        if src.mds is not None:
-            break
+    need = ("layer", "head", "relation", "direction", "accuracy")
+    src.heads = _schema_table(run_dir, schema.HEADS, need)
+    if src.heads is None and _read_table(run_dir, schema.HEADS.name) is not None:
+        src.notes.append(f"heads table without {'/'.join(need)} columns: left out")
+    src.patterns = patterns_long(_schema_table(run_dir, schema.PATTERNS, ("layer", "head")))
+    src.mds = _schema_table(run_dir, schema.HEAD_MDS, ("layer", "head", "x", "y"))
     src.probes = probe_rows(run_dir, metrics)
-    trees = _read_table(run_dir, "trees")
-    if trees is not None and {"method", "direction", "layer", "head", "uas"} <= set(trees.columns):
-        src.trees = trees
+    src.trees = _schema_table(run_dir, schema.TREES, ("method", "direction", "layer", "head", "uas"))
     src.figures = sorted(p for p in run_dir.glob("**/*.png") if "wandb" not in p.relative_to(run_dir).parts)
     src.label = source_label(src)
     return src
@@ -143,14 +105,14 @@ def load_sweep(sweep_dir: Path, jobs: list[Path]) -> list[Source]:
     """A sweep dir: one source per heads job, one source for all probe jobs together."""
     runs = [load_run(j) for j in jobs]
     sources = [r for r in runs if r.heads is not None]
-    table = _read_table(sweep_dir, "sweep")
+    table = _read_table(sweep_dir, schema.SWEEP.name)
     probe_frames = [r.probes.assign(job=r.path.name) for r in runs if r.probes is not None]
     if table is None and probe_frames:
         table = pd.concat(probe_frames, ignore_index=True)
     if table is not None and {"metric", "value"} <= set(table.columns):
         first = runs[0] if runs else Source(sweep_dir, "")
         figures = sorted((sweep_dir / "figures").glob("*.png"))
-        failed = _read_table(sweep_dir, "failed_jobs")
+        failed = _read_table(sweep_dir, schema.FAILED_JOBS.name)
         # a sweep over models or corpora: one source each, so they sit side by side
         keys = [c for c in ("model", "data", "corpus") if c in table.columns and table[c].nunique(dropna=True) > 1]
         groups = table.groupby(keys, dropna=False, sort=False) if keys else [((), table)]
@@ -172,7 +134,7 @@ def load_sources(paths: list[Path]) -> list[Source]:
         if not p.is_dir():
             raise FileNotFoundError(f"{p}: not a run or sweep dir")
         jobs = job_dirs(p)
-        if (p / "sweep.csv").exists() or (p / "sweep.parquet").exists() or jobs:
+        if (p / f"{schema.SWEEP.name}.csv").exists() or (p / f"{schema.SWEEP.name}.parquet").exists() or jobs:
             got = load_sweep(p, jobs)
         elif is_run_dir(p):
             got = [load_run(p)]

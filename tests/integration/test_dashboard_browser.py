@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from browser import find_chromium, render
 
-from probing.report.browser import find_chromium, render
 from probing.report.dashboard import write_dashboard
 from probing.results import write_table
 
@@ -108,12 +108,14 @@ def test_inspector_page_in_headless_chromium(tmp_path):
     from omegaconf import OmegaConf
 
     from probing.config import RunConfig
-    from probing.report.inspect import run_inspect
+    from probing.tasks.base import RunOutput
+    from probing.tasks.inspect import run
+    from probing.tracking import NoTracker
 
     cfg = OmegaConf.structured(RunConfig)
-    cfg.text = "The cat sat on the mat."
     cfg.inspect.bertviz = False
-    out = run_inspect(cfg, tmp_path / "inspect")
+    out = run(cfg.model, cfg.data, cfg.extract, cfg.inspect, "The cat sat on the mat.",
+              RunOutput(tmp_path / "inspect", NoTracker())).metrics
     dom, console, _ = load(Path(out["html"]), tmp_path / "inspect.png")
     assert console == [], console
     assert dom.count('class="plotly-graph-div js-plotly-plot"') == 1 and dom.count("<td class=\"l gold\"") > 0

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from probing.config import ExtractConfig
+from probing.config import ExtractConfig, ModelConfig
 from probing.corpus import read_conllu
 from probing.extract import extract
 
@@ -36,11 +36,12 @@ def test_minilm_ewt_dev_first_200(ewt_dir, tmp_path):
     from probing.encoder import Encoder
 
     corpus = read_conllu(ewt_dir / "en_ewt-ud-dev.conllu", split="dev").head(200)
-    encoder = Encoder.load("bundled:minilm", name="minilm")
+    encoder = Encoder.load(ModelConfig(name="minilm", name_or_path="bundled:minilm"))
     report = extract(encoder, corpus, ExtractConfig(cache_dir=str(tmp_path), progress=False, batch_size=16))
     store = report.store
     assert len(store) == 200 and store.num_layers == 6 and store.num_heads == 12
-    reference = Encoder.load("bundled:minilm", name="minilm")  # a fresh, untouched model (full last layer)
+    # a fresh, untouched model (full last layer)
+    reference = Encoder.load(ModelConfig(name="minilm", name_or_path="bundled:minilm"))
     worst = 0.0
     for i in range(200):
         maps = store.maps(i).astype(np.float32)

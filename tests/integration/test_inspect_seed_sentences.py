@@ -31,14 +31,14 @@ def compose(overrides):
 
 
 def test_inspect_two_seed_sentences(minilm, tmp_path, capsys, monkeypatch):
-    from probing.pipeline import run
+    from probing.tasks.run import run
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     f = tmp_path / "seeds.txt"
     f.write_text("\n".join(SEEDS) + "\n")
     cfg = compose(["task=inspect", f"inspect.file={f}", "inspect.bertviz=true"])
     out = tmp_path / "run"
-    metrics = run(cfg, out)
+    metrics = run(cfg, out).metrics
     printed = capsys.readouterr().out
 
     assert metrics["sentences"] == 2 and metrics["with_gold_tree"] == 2
@@ -71,11 +71,11 @@ def test_inspect_two_seed_sentences(minilm, tmp_path, capsys, monkeypatch):
 
 
 def test_inspect_text_shorthand_and_treebank_index(minilm, tmp_path, capsys, monkeypatch):
-    from probing.pipeline import run
+    from probing.tasks.run import run
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     cfg = compose(["task=inspect", "text=The cat sat on the mat.", "inspect.bertviz=false", "inspect.png=false"])
-    metrics = run(cfg, tmp_path / "a")
+    metrics = run(cfg, tmp_path / "a").metrics
     printed = capsys.readouterr().out
     assert metrics["with_gold_tree"] == 1 and "grammar-seed-1" in printed
     assert not list((tmp_path / "a").glob("*.png"))
@@ -87,7 +87,7 @@ def test_inspect_text_shorthand_and_treebank_index(minilm, tmp_path, capsys, mon
         pytest.skip(f"UD English EWT not found at {ewt}")
     cfg = compose(["task=inspect", "data=ud_ewt", f"data.dir={ewt}", "data.index=3", "inspect.bertviz=false",
                    "inspect.png=false"])
-    metrics = run(cfg, tmp_path / "b")
+    metrics = run(cfg, tmp_path / "b").metrics
     printed = capsys.readouterr().out
     assert metrics["with_gold_tree"] == 1 and "ud_ewt dev #3" in printed
     assert len(re.findall(r"^L\d+ +H\d+ +gold", printed, flags=re.M)) == 72

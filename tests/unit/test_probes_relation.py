@@ -13,6 +13,8 @@ from probing.probes.features import select_heads
 from probing.probes.pairs import corpus_words
 from probing.probes.relation import run_relation
 
+PUNCT = ("PUNCT",)  # the config default (ProbeConfig.punct_upos)
+
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
@@ -24,7 +26,7 @@ def data(tmp_path_factory):
 
 def test_relation_probe_recovers_planted_labels(data):
     _, planted, _ = data
-    r = run_relation(probe_cfg(), *planted, select_heads(2, 4, layer=1))
+    r = run_relation(probe_cfg(), *planted, select_heads(2, 4, layer=1, head=None))
     m = r.metrics
     assert m["accuracy"] > 0.95 and m["macro_f1"] > 0.9
     assert m["majority_accuracy"] == pytest.approx(0.55, abs=0.08)
@@ -37,22 +39,22 @@ def test_relation_probe_recovers_planted_labels(data):
 
 def test_relation_probe_on_random_attention_is_the_majority_baseline(data):
     _, _, noise = data
-    m = run_relation(probe_cfg(), *noise, select_heads(2, 4, layer=1)).metrics
+    m = run_relation(probe_cfg(), *noise, select_heads(2, 4, layer=1, head=None)).metrics
     assert abs(m["accuracy"] - m["majority_accuracy"]) < 0.06
 
 
 def test_relation_probe_is_reproducible_and_subsamples(data):
     _, planted, _ = data
     cfg = replace(probe_cfg(), max_train_arcs=300, neighbour_offsets=[-1, 1])
-    a = run_relation(cfg, *planted, select_heads(2, 4, layer=1)).metrics
-    b = run_relation(cfg, *planted, select_heads(2, 4, layer=1)).metrics
+    a = run_relation(cfg, *planted, select_heads(2, 4, layer=1, head=None)).metrics
+    b = run_relation(cfg, *planted, select_heads(2, 4, layer=1, head=None)).metrics
     assert a == b and a["n_train"] == 300 and a["n_features"] == 4 * 2 * 3
 
 
 def test_edge_pairs_are_balanced_and_negatives_are_not_arcs(data):
     corpus, planted, _ = data
-    words = corpus_words(corpus, planted[0].indices)
-    sent, a, b, y, ta, tb = edge_pairs(words, True, 1, seed=0)
+    words = corpus_words(corpus, planted[0].indices, False, PUNCT)
+    sent, a, b, y, ta, tb = edge_pairs(words, True, 1, seed=0, limit=None)
     assert (a < b).all() and 0.5 <= y.mean() < 0.56  # short sentences run out of negatives
     arcs = {(int(s), min(i, h), max(i, h)) for s in np.unique(sent)
             for i, h in enumerate(corpus[int(s)].heads) if h >= 0}

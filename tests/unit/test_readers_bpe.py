@@ -8,7 +8,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from probing.config import DataConfig, DataKind, ExtractConfig
+from probing.config import DataConfig, DataKind, ExtractConfig, ModelConfig
 from probing.corpus import CorpusError, load_corpus
 from probing.extract import extract
 
@@ -73,7 +73,7 @@ def test_bpe_alignment_keeps_words_and_specials(tiny_roberta_dir, tmp_path):
     from probing.corpus import Corpus, Sentence
     from probing.encoder import Encoder
 
-    enc = Encoder.load(str(tiny_roberta_dir), name="tiny-roberta")
+    enc = Encoder.load(ModelConfig(name="tiny-roberta", name_or_path=str(tiny_roberta_dir)))
     words = ("unbelievably", "the", "postman", "barked", "zebra!")
     tok = enc.tokenize([words])[0]
     assert tok.prefix == 1 and tok.n_positions == len(words) + 2

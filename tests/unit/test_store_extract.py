@@ -16,7 +16,8 @@ import torch
 from probing.config import ExtractConfig
 from probing.corpus import Corpus, Sentence
 from probing.extract import extract
-from probing.store import AttentionStore, ShardWriter, atomic_write_json
+from probing.io import write_json
+from probing.store import AttentionStore, ShardWriter
 
 TEXTS = [
     "the cat sat on the mat .", "i am going to deposit my money at the bank .", "the dog saw a big red house",
@@ -48,7 +49,7 @@ def test_round_trip(tmp_path):
     for i, a in arrays.items():
         w.add(i, a, n_words=a.shape[-1] - 2, prefix=1)
     w.flush()
-    atomic_write_json(tmp_path / "manifest.json", {"format": 1, "key": "k", "num_layers": 2, "num_heads": 3,
+    write_json(tmp_path / "manifest.json", {"format": 1, "key": "k", "num_layers": 2, "num_heads": 3,
                                                    "n_sentences": 4, "store_dtype": "float32"})
     store = AttentionStore(tmp_path)
     assert list(store.indices) == [0, 1, 3] and 2 not in store and len(store) == 3
@@ -124,7 +125,7 @@ def test_resume_after_crash(tiny_encoder, tmp_path, monkeypatch):
         AttentionStore(directory)
     # a torn shard: data shorter than its index says; and a stray temporary file
     (directory / "shard-00099.bin").write_bytes(b"\0" * 8)
-    atomic_write_json(directory / "shard-00099.json", {"shard": 99, "elements": 1000,
+    write_json(directory / "shard-00099.json", {"shard": 99, "elements": 1000,
                                                        "sentences": [{"index": 0, "offset": 0, "m": 3,
                                                                       "n_words": 1, "prefix": 1}]})
     (directory / ".shard-00100.bin.1.tmp").write_bytes(b"junk")
@@ -139,11 +140,12 @@ CONCURRENT = """
 import json, sys
 from dataclasses import replace
 sys.path.insert(0, {tests!r})
+from probing.config import ModelConfig
 from probing.encoder import Encoder
 from probing.extract import extract
 from test_store_extract import corpus, cfg
 from pathlib import Path
-enc = Encoder.load({model!r}, name="tiny")
+enc = Encoder.load(ModelConfig(name="tiny", name_or_path={model!r}))
 r = extract(enc, corpus(), replace(cfg(Path({tmp!r})), shard_mb=0))
 print(json.dumps({{"reused": r.reused, "dir": str(r.store.dir), "n": len(r.store)}}))
 """

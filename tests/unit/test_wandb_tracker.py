@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from omegaconf import OmegaConf
+from wandb_offline import offline_records, offline_summary
 
 from probing.config import LoggerConfig, RunConfig
 from probing.results import write_table
 from probing.tracking import NoTracker, make_tracker
-from probing.wandb_tracker import offline_records, offline_summary
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ def test_offline_run_lands_in_the_run_dir_with_summary_config_and_tables(wandb_e
 
 
 def test_sweep_jobs_are_grouped_by_experiment_and_sweep_dir(wandb_env):
-    from probing.wandb_tracker import run_group
+    from probing.tracking.wandb_run import run_group
 
     job = wandb_env / "results" / "layers" / "multirun" / "2026-01-01_00-00-00" / "3"
     assert run_group({"experiment_name": "layers"}, job, multirun=True) == "layers/2026-01-01_00-00-00"
@@ -183,23 +183,25 @@ class _Broken:
 
 @pytest.mark.parametrize("fail_init", [False, True])
 def test_a_broken_wandb_does_not_fail_the_run(wandb_env, monkeypatch, caplog, fail_init):
-    import probing.pipeline as pipeline
+    import probing.tasks.run as pipeline
+    from probing.config import TaskName
+    from probing.tasks.base import TaskResult
 
     broken = _Broken(fail_init)
     monkeypatch.setitem(sys.modules, "wandb", broken.module())
 
-    def fake_task(cfg, out_dir, tracker):
-        tracker.log_table("heads", heads_frame())
-        (out_dir / "heads.csv").write_text("a\n1\n")
-        return {"best": 0.5}
+    def fake_task(cfg, out):
+        out.tracker.log_table("heads", heads_frame())
+        (out.dir / "heads.csv").write_text("a\n1\n")
+        return TaskResult({"best": 0.5})
 
-    monkeypatch.setitem(pipeline.TASKS, "extract", fake_task)
+    monkeypatch.setitem(pipeline.TASKS, TaskName.extract, pipeline.Task(fake_task))
     cfg = OmegaConf.structured(RunConfig)
     cfg.task.name = "extract"
     cfg.logger.name = "wandb"
     out_dir = wandb_env / "run"
     with caplog.at_level(logging.WARNING):
-        metrics = pipeline.run(cfg, out_dir)
+        metrics = pipeline.run(cfg, out_dir).metrics
     assert metrics["best"] == 0.5
     assert json.loads((out_dir / "metrics.json").read_text())["best"] == 0.5
     if fail_init:
@@ -211,15 +213,16 @@ def test_a_broken_wandb_does_not_fail_the_run(wandb_env, monkeypatch, caplog, fa
 
 
 def test_failed_task_finishes_the_wandb_run_with_exit_code_1(wandb_env, monkeypatch):
-    import probing.pipeline as pipeline
+    import probing.tasks.run as pipeline
+    from probing.config import TaskName
 
     broken = _Broken()
     monkeypatch.setitem(sys.modules, "wandb", broken.module())
 
-    def failing_task(cfg, out_dir, tracker):
+    def failing_task(cfg, out):
         raise ValueError("bad input")
 
-    monkeypatch.setitem(pipeline.TASKS, "extract", failing_task)
+    monkeypatch.setitem(pipeline.TASKS, TaskName.extract, pipeline.Task(failing_task))
     cfg = OmegaConf.structured(RunConfig)
     cfg.task.name = "extract"
     cfg.logger.name = "wandb"
@@ -229,7 +232,7 @@ def test_failed_task_finishes_the_wandb_run_with_exit_code_1(wandb_env, monkeypa
 
 
 def test_a_collected_sweep_is_logged_in_the_group_of_its_jobs(wandb_env):
-    from probing.wandb_tracker import log_sweep_dir
+    from probing.tracking.wandb_run import log_sweep_dir
 
     sweep = wandb_env / "results" / "layers" / "multirun" / "2026-01-01_00-00-00"
     (sweep / "0" / ".hydra").mkdir(parents=True)
@@ -248,7 +251,7 @@ def test_a_collected_sweep_is_logged_in_the_group_of_its_jobs(wandb_env):
 def test_probing_collect_wandb_flag_logs_the_merged_sweep(wandb_env, capsys):
     import json
 
-    from probing.probes.collect import main as collect_main
+    from probing.cli import collect_main
 
     sweep = wandb_env / "results" / "layers" / "multirun" / "2026-01-02_00-00-00"
     for num, layer in enumerate((0, 1)):

@@ -9,9 +9,10 @@ import pandas as pd
 import yaml
 from omegaconf import OmegaConf
 
+from probing.cli import collect_main as main
 from probing.config import RunConfig
-from probing.probes.collect import main, parse_overrides, write_collection
-from probing.probes.task import completed, config_key
+from probing.sweep import parse_overrides, write_collection
+from probing.tasks.probe import completed, config_key
 
 
 def job(root: Path, num: int, layer: int, head: int, C: float, metrics: dict | None, log: str = "") -> None:
@@ -30,6 +31,12 @@ def job(root: Path, num: int, layer: int, head: int, C: float, metrics: dict | N
 def test_parse_overrides():
     assert parse_overrides(["probe.layer=3", "+x=y", "probe.head=null", "probe.C=0.5"]) == {
         "probe.layer": 3, "x": "y", "probe.head": None, "probe.C": 0.5}
+    # Hydra's grammar, as Hydra itself read the job's command line: floats like 1e-3 (YAML 1.1 reads a
+    # string), casts, lists, quoted values holding '=' and commas, config groups
+    got = parse_overrides(["probe.C=1e-3", "data.text=str(5)", "probe.neighbour_offsets=[-1,1]",
+                           "inspect.text='a=b, c'", "hydra/launcher=joblib"])
+    assert got == {"probe.C": 0.001, "data.text": "5", "probe.neighbour_offsets": [-1, 1],
+                   "inspect.text": "a=b, c", "hydra/launcher": "joblib"}
 
 
 def test_collect_merges_jobs_lists_failures_and_draws_heatmaps(tmp_path, capsys):
@@ -62,13 +69,17 @@ def test_collect_merges_jobs_lists_failures_and_draws_heatmaps(tmp_path, capsys)
 
 def test_completed_needs_the_same_config_key(tmp_path):
     cfg = OmegaConf.structured(RunConfig)
-    key = config_key(cfg)
+
+    def config_key_of(c):
+        return config_key(c.model, c.data, c.extract, c.probe)
+
+    key = config_key_of(cfg)
     assert completed(tmp_path, key) is None
     (tmp_path / "metrics.json").write_text(json.dumps({"task": "probe", "accuracy": 0.5, "config_key": key,
                                                         "seconds": 3.0}))
     assert completed(tmp_path, key) == {"accuracy": 0.5, "config_key": key}
     cfg.probe.C = 0.5
-    assert config_key(cfg) != key and completed(tmp_path, config_key(cfg)) is None
+    assert config_key_of(cfg) != key and completed(tmp_path, config_key_of(cfg)) is None
     cfg.probe.C = 1.0
     cfg.extract.batch_size = 7  # does not change the maps, so not the results either
-    assert config_key(cfg) == key
+    assert config_key_of(cfg) == key

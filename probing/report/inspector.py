@@ -10,7 +10,7 @@ from typing import Any, Optional, Sequence
 import numpy as np
 
 from probing.corpus import Sentence
-from probing.report.html import escape, figure_div, image_tag, page, write_page
+from probing.report.html import figure_div, image_tag, render_template, write_page
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +25,7 @@ class SentenceView:
     labels: list[str]
     prefix: int
     maps: np.ndarray
-    choices: Any  # probing.report.inspect.Choices
+    choices: Any  # probing.analysis.choices.Choices
     png: Optional[Path]
 
 
@@ -74,28 +74,25 @@ def png_grid(maps: np.ndarray, prefix: int, words: Sequence[str], choices: Any, 
     return path
 
 
-def _choices_table(view: SentenceView) -> str:
-    """An HTML table: one row per head, one column per query word, the chosen position in each cell."""
+def _choices(view: SentenceView) -> dict:
+    """What the ``choices_table`` macro shows: one row per head, one cell per query word with the chosen
+    position (a special token that wins is named, with the best word in parentheses)."""
     ch, words, labels, prefix = view.choices, view.sentence.words, view.labels, view.prefix
     n_layers, n_heads, n = ch.word.shape
-    head_row = "".join(f"<th>{escape(w)}</th>" for w in words)
-    gold_th = "<th>gold</th>" if ch.gold is not None else ""
-    rows = [f"<tr><th class='l'>head</th>{gold_th}{head_row}</tr>"]
-    if view.sentence.heads is not None:
-        gold_words = "".join(f"<td class='l'>{escape(words[h]) if h >= 0 else 'ROOT'}</td>"
-                             for h in view.sentence.heads)
-        rows.append(f"<tr><th class='l'>gold head</th><td></td>{gold_words}</tr>")
+    heads = view.sentence.heads
+    rows = []
     for layer in range(n_layers):
         for head in range(n_heads):
             cells = []
             for q in range(n):
                 pos, wd = int(ch.position[layer, head, q]), int(ch.word[layer, head, q])
-                text = escape(words[wd]) if pos - prefix == wd else f"{escape(labels[pos])} ({escape(words[wd])})"
+                text = words[wd] if pos - prefix == wd else f"{labels[pos]} ({words[wd]})"
                 cls = "l gold" if ch.gold is not None and ch.gold[layer, head, q] else "l"
-                cells.append(f"<td class='{cls}' title='weight {ch.weight[layer, head, q]:.3f}'>{text}</td>")
-            gold_td = f"<td>{int(ch.gold[layer, head].sum())}/{n - 1}</td>" if ch.gold is not None else ""
-            rows.append(f"<tr><td class='l'>L{layer} H{head}</td>{gold_td}{''.join(cells)}</tr>")
-    return "<table class='choices'>" + "".join(rows) + "</table>"
+                cells.append({"text": text, "cls": cls, "weight": float(ch.weight[layer, head, q])})
+            gold = f"{int(ch.gold[layer, head].sum())}/{n - 1}" if ch.gold is not None else None
+            rows.append({"head": f"L{layer} H{head}", "gold": gold, "cells": cells})
+    return {"words": list(words), "has_gold": ch.gold is not None, "rows": rows,
+            "gold_words": None if heads is None else [words[h] if h >= 0 else "ROOT" for h in heads]}
 
 
 def _head_view(view: SentenceView) -> Any:
@@ -128,18 +125,13 @@ def _head_view(view: SentenceView) -> Any:
 
 def write_html(views: Sequence[SentenceView], path: Path, model_name: str) -> Path:
     """One offline page: per sentence the choices table, an interactive head view, and the PNG grid."""
-    parts = [f"<h1>Inspector: {escape(model_name)}</h1>",
-             "<p class='note'>Rows of a map are where a <i>query</i> word looks; columns are what it attends to. "
-             "Green cells: the most-attended word is the gold head. Special tokens are shown when they win, with "
-             "the best word in parentheses.</p>"]
-    for v in views:
-        parts.append(f"<h2>Sentence {v.index}: {escape(' '.join(v.sentence.words))}</h2>"
-                     f"<p class='note'>source: {escape(v.source)}</p>")
-        parts.append("<h3>Head view (all positions, specials included)</h3>" + figure_div(_head_view(v)))
-        if v.png is not None and Path(v.png).is_file():
-            parts.append("<h3>Model view (word-level maps of every head)</h3>" + image_tag(v.png, "all heads"))
-        parts.append("<h3>Most-attended position of each word, every head</h3>" + _choices_table(v))
-    return write_page(path, page(f"probing inspector: {model_name}", parts))
+    sentences = [{"index": v.index, "words": v.sentence.words, "source": v.source,
+                  "head_view": figure_div(_head_view(v)), "choices": _choices(v),
+                  "png": image_tag(v.png, "all heads") if v.png is not None and Path(v.png).is_file() else None}
+                 for v in views]
+    text = render_template("inspector.html.j2", title=f"probing inspector: {model_name}", model_name=model_name,
+                           sentences=sentences)
+    return write_page(path, text)
 
 
 def write_bertviz(views: Sequence[SentenceView], out_dir: Path) -> list[Path]:

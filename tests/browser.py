@@ -2,7 +2,7 @@
 
 Used by the browser tests and to make the README's screenshots::
 
-    python -m probing.report.browser results/x/dashboard.html docs/img/dashboard.png --crop 0:1000 --width 1300
+    python tests/browser.py results/x/dashboard.html docs/img/dashboard.png --crop 0:1000 --width 1300
 
 The page is loaded from disk with networking off, as a reader would open it offline.
 """
@@ -67,7 +67,7 @@ def render(page: Path, screenshot: Optional[Path] = None, width: int = 1300, hei
 
 def main(argv: Optional[Sequence[str]] = None) -> None:
     """Screenshot a page; ``--crop Y0:Y1`` keeps a band of a tall page, ``--scale`` shrinks the image."""
-    ap = argparse.ArgumentParser(prog="python -m probing.report.browser", description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python tests/browser.py", description=main.__doc__)
     ap.add_argument("page", type=Path)
     ap.add_argument("out", type=Path)
     ap.add_argument("--width", type=int, default=1300)

@@ -9,18 +9,17 @@ that the task did not log itself, so wandb always holds what the run dir holds.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-import struct
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Optional
 
 import pandas as pd
 
-from probing.config import enum_value
-from probing.results import read_overrides, read_run_config
+from probing import schema
+from probing.config import LabelSet, enum_value
+from probing.results import read_overrides, read_run_config, read_table
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +52,8 @@ def best_head_summary(heads: pd.DataFrame) -> dict[str, Any]:
     need = {"relation", "direction", "layer", "head", "accuracy"}
     if not need <= set(heads.columns) or not len(heads):
         return {}
-    df = heads[heads["label_set"] == "as_is"] if "label_set" in heads.columns else heads
-    df = df[pd.to_numeric(df["accuracy"], errors="coerce").notna()]
-    if not len(df):
-        return {}
-    best = df.loc[df.groupby(["relation", "direction"])["accuracy"].idxmax().to_numpy()]
+    df = heads[heads["label_set"] == LabelSet.as_is.value] if "label_set" in heads.columns else heads
+    best = schema.best_heads(df, per=("relation", "direction"))
     out: dict[str, Any] = {}
     for row in best.itertuples(index=False):
         key = f"best/{row.relation}/{row.direction}"
@@ -114,7 +110,7 @@ class WandbTracker:
             name=name,
             tags=list(getattr(cfg, "tags", None) or []),
             dir=str(self.out_dir),
-            mode=cfg.mode,
+            mode=str(enum_value(cfg.mode)),
             config={**dict(config), "run_dir": str(self.out_dir), "overrides": overrides},
             reinit="create_new",  # one run per job, also when a process runs several jobs
             # console capture off: Hydra already writes the log, and wrapping stdout breaks under joblib workers
@@ -193,8 +189,6 @@ class WandbTracker:
 
     def _mirror_run_dir(self) -> None:
         """Log the run dir's tables (``*.parquet``/``*.csv``) and PNG figures that were not logged yet."""
-        from probing.results import read_table
-
         names = sorted({p.stem for p in self.out_dir.glob("*.parquet")} | {p.stem for p in self.out_dir.glob("*.csv")})
         for name in names:
             df = read_table(self.out_dir, name)
@@ -202,7 +196,7 @@ class WandbTracker:
                 continue
             if name not in self._logged_tables:
                 self.log_table(name, df)
-            if name == "heads":
+            if name == schema.HEADS.name:
                 self.log_metrics(best_head_summary(df))
         # the run's own figures only (a sweep dir also holds its jobs' dirs, which have their own runs)
         for path in sorted(set(self.out_dir.glob("*.png")) | set(self.out_dir.glob("figures/**/*.png"))):
@@ -243,41 +237,3 @@ def _row_limit(table_cls: Any, rows: int) -> Iterator[None]:
         yield
     finally:
         table_cls.MAX_ROWS = old
-
-
-def offline_records(run_file: Path) -> list:
-    """The protobuf records of an offline run's ``run-*.wandb`` file, to check what a run logged without
-    syncing it. The file is a LevelDB-style log: a 7-byte header, then 32 KiB blocks of chunks, each with a
-    7-byte header (crc32, length, type FULL=1 / FIRST=2 / MIDDLE=3 / LAST=4)."""
-    from wandb.proto import wandb_internal_pb2 as pb
-
-    data = Path(run_file).read_bytes()
-    if data[:4] != b":W&B":
-        raise ValueError(f"{run_file}: not a wandb run file")
-    pos, block, pending, out = 7, 32768, b"", []
-    while pos + 7 <= len(data):
-        if block - pos % block < 7:  # a block's tail too short for a header is padding
-            pos += block - pos % block
-            continue
-        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
-        pos += 7
-        chunk, pos = data[pos:pos + length], pos + length
-        if kind == 0 and length == 0:
-            continue
-        pending = chunk if kind in (1, 2) else pending + chunk
-        if kind in (1, 4):
-            rec = pb.Record()
-            rec.ParseFromString(pending)
-            out.append(rec)
-    return out
-
-
-def offline_summary(records: list) -> dict[str, Any]:
-    """The final summary of an offline run (nested keys joined with ``/``) from its records."""
-    summary: dict[str, Any] = {}
-    for rec in records:
-        if rec.WhichOneof("record_type") == "summary":
-            for item in rec.summary.update:
-                key = "/".join(item.nested_key) if item.nested_key else item.key
-                summary[key] = json.loads(item.value_json)
-    return summary

@@ -1,6 +1,6 @@
 """``task=heads``: every per-head analysis of one store, written as tidy tables, figures and headline metrics.
 
-Reads the attention store only (the model is never run here). Tables in the run dir: ``heads`` (accuracy of
+Reads the attention store only (the model runs only if the store has to be built). Tables in the run dir: ``heads`` (accuracy of
 every head per relation and direction, with CIs and the best baseline), ``baselines`` (every offset),
 ``best_heads``, ``patterns`` and ``patterns_layers``, ``head_distances`` and ``head_mds``, ``trees``;
 figures in ``figures/``. The returned dict (``metrics.json``) holds the best head per relation and every
@@ -11,47 +11,41 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from probing.analysis import figures as figs
+from probing import schema
 from probing.analysis.distances import distance_table, head_distances, mds_embedding
-from probing.analysis.patterns import METRICS, attention_patterns, layer_means
-from probing.analysis.relations import ALL, LABEL_SETS, accuracy_table, best_heads, count_relations
-from probing.analysis.scoring import DIRECTIONS
+from probing.analysis.head_accuracy import accuracy_table, count_relations
+from probing.analysis.patterns import attention_patterns, layer_means
 from probing.analysis.trees import tree_scores
+from probing.config import DataConfig, Direction, ExtractConfig, HeadsConfig, LabelSet, ModelConfig, RunConfig
 from probing.corpus import Corpus
-from probing.pipeline import CONSOLE_KEY
-from probing.results import write_table
+from probing.corpus.cache import load_corpus_cached
+from probing.errors import ProbingError
+from probing.extract import describe_store, ensure_store, store_use
+from probing.report import run_figures
+from probing.schema import ALL
 from probing.store import AttentionStore
-from probing.tracking import Tracker
+from probing.tasks.base import RunOutput, TaskResult
 
 log = logging.getLogger(__name__)
 
 
-def _check(h: Any) -> None:
-    from probing.pipeline import ProbingError
-
-    bad = [d for d in h.directions if d not in DIRECTIONS]
-    if bad or not h.directions:
-        raise ProbingError(f"heads.directions: {list(h.directions)}; each must be one of {list(DIRECTIONS)}")
-    bad = [s for s in h.label_sets if s not in LABEL_SETS]
-    if bad or not h.label_sets:
-        raise ProbingError(f"heads.label_sets: {list(h.label_sets)}; each must be one of {list(LABEL_SETS)}")
-    if h.special_tokens != "exclude":
-        raise ProbingError(f"heads.special_tokens={h.special_tokens!r}: only 'exclude' is implemented "
-                           "(syntax is scored over words only)")
+def _check(h: HeadsConfig) -> None:
+    """The value checks a type cannot express (types and choices are checked when the config composes)."""
+    if not h.directions:
+        raise ProbingError(f"heads.directions is empty; choose from {[d.value for d in Direction]}")
+    if not h.label_sets:
+        raise ProbingError(f"heads.label_sets is empty; choose from {[s.value for s in LabelSet]}")
     if 0 in h.offsets or not h.offsets:
         raise ProbingError(f"heads.offsets={list(h.offsets)}: need at least one offset, and 0 is not an offset")
     if h.bootstrap < 0 or not 0 < h.ci < 1:
         raise ProbingError(f"heads.bootstrap must be >= 0 and heads.ci in (0, 1); got {h.bootstrap}, {h.ci}")
-    if h.pattern_rows not in ("words", "all"):
-        raise ProbingError(f"heads.pattern_rows={h.pattern_rows!r}: expected words or all")
 
 
-def conventions(h: Any, store: AttentionStore) -> dict:
+def conventions(h: HeadsConfig, store: AttentionStore) -> dict:
     """Every choice the numbers depend on, written beside them."""
     return {
         "pooling": store.manifest.get("inputs", {}).get("pooling"),
@@ -66,7 +60,7 @@ def conventions(h: Any, store: AttentionStore) -> dict:
         "min_count": h.min_count, "skip_relations": list(h.skip_relations), "offsets": list(h.offsets),
         "baseline": "the offset with the highest accuracy on the whole data (ties: first in offsets), the same "
                     "for both directions",
-        "label_sets": list(h.label_sets),
+        "label_sets": [str(s) for s in h.label_sets],
         "bootstrap": {"resamples": h.bootstrap, "ci": h.ci, "seed": h.seed, "unit": "sentence",
                       "interval": "percentile"},
         "best_head": "highest accuracy over directions, layers and heads (ties: first direction, lowest "
@@ -85,7 +79,7 @@ def conventions(h: Any, store: AttentionStore) -> dict:
 def shown_label(table: pd.DataFrame) -> str:
     """The label set shown in the summary, the figures and the console: ``as_is`` when computed, else the first."""
     labels = set(table["label_set"])
-    return "as_is" if "as_is" in labels else str(table["label_set"].iloc[0])
+    return LabelSet.as_is.value if LabelSet.as_is.value in labels else str(table["label_set"].iloc[0])
 
 
 def _first(indices, limit):
@@ -126,12 +120,26 @@ def best_table_text(best: pd.DataFrame) -> str:
     return pd.DataFrame(rows).to_string(index=False)
 
 
-def run_heads(cfg: Any, corpus: Corpus, store: AttentionStore, out_dir: Path, tracker: Tracker) -> dict:
-    """Run every enabled analysis of ``cfg.heads`` on ``store`` (built from ``corpus``) into ``out_dir``."""
-    h = cfg.heads
+def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, heads: HeadsConfig, out: RunOutput
+        ) -> TaskResult:
+    """Build (or reuse) the store of ``data`` and run every enabled analysis of ``heads`` on it."""
+    _check(heads)
+    corpus = load_corpus_cached(data, None, extract.cache_dir)
+    report = ensure_store(model, corpus, extract)
+    log.info(describe_store(report, corpus))
+    result = analyse(corpus, report.store, heads, out)
+    result.stores.append(store_use(report, corpus))
+    return result
+
+
+def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
+    return run(cfg.model, cfg.data, cfg.extract, cfg.heads, out)
+
+
+def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, out: RunOutput) -> TaskResult:
+    """Every enabled analysis of ``h`` on ``store`` (built from ``corpus``), written through ``out``."""
     _check(h)
-    out_dir = Path(out_dir)
-    fig_dir = out_dir / "figures"
+    fig_dir = out.dir / "figures"
     ident = {"model": store.manifest.get("model_name", "?"), "corpus": corpus.name, "split": corpus.split}
     title = f"{ident['model']} · {ident['corpus']} {ident['split']}"
     idx = store.indices
@@ -140,15 +148,10 @@ def run_heads(cfg: Any, corpus: Corpus, store: AttentionStore, out_dir: Path, tr
                                "heads": store.num_heads}
     seconds: dict[str, float] = {}
 
-    def save(name: str, df: pd.DataFrame) -> pd.DataFrame:
+    def save(table: schema.Table, df: pd.DataFrame) -> pd.DataFrame:
         df = df.drop(columns=[c for c in ident if c in df.columns]).reset_index(drop=True)
         df = pd.concat([pd.DataFrame({k: [v] * len(df) for k, v in ident.items()}), df], axis=1)
-        write_table(df, out_dir, name)
-        tracker.log_table(name, df)
-        return df
-
-    def image(path: Path) -> None:
-        tracker.log_image(f"figures/{path.stem}", path)
+        return out.table(table.name, df)
 
     best = pd.DataFrame()
     heads_table = pd.DataFrame()
@@ -157,16 +160,16 @@ def run_heads(cfg: Any, corpus: Corpus, store: AttentionStore, out_dir: Path, tr
         counts = count_relations(store, corpus, idx, directions, offsets, list(h.label_sets), h.bootstrap, h.seed,
                                  h.chunk_words, h.block_mb)
         tables = [accuracy_table(counts[ls], directions, offsets, store.num_layers, store.num_heads, h.min_count,
-                                 h.ci, list(h.skip_relations)) for ls in h.label_sets]
-        heads_table = save("heads", pd.concat([t_[0] for t_ in tables], ignore_index=True))
-        save("baselines", pd.concat([t_[1] for t_ in tables], ignore_index=True))
-        best = save("best_heads", best_heads(heads_table.drop(columns=list(ident))))
+                                 h.ci, list(h.skip_relations)) for ls in counts]
+        heads_table = save(schema.HEADS, pd.concat([t_[0] for t_ in tables], ignore_index=True))
+        save(schema.BASELINES, pd.concat([t_[1] for t_ in tables], ignore_index=True))
+        best = save(schema.BEST_HEADS, schema.best_heads(heads_table.drop(columns=list(ident))))
         seconds["relations"] = time.perf_counter() - t
         as_is = best[best["label_set"] == shown_label(best)]
         metrics["best_heads"] = best_summary(as_is)
         metrics["best_heads_label_set"] = shown_label(best)
-        if "base" in set(best["label_set"]):
-            metrics["best_heads_base"] = best_summary(best[best["label_set"] == "base"])
+        if LabelSet.base.value in set(best["label_set"]):
+            metrics["best_heads_base"] = best_summary(best[best["label_set"] == LabelSet.base.value])
         metrics["relations_reported"] = sorted(set(as_is["relation"]) - {ALL})
         if ALL in metrics["best_heads"]:
             metrics["all_best_accuracy"] = metrics["best_heads"][ALL]["accuracy"]
@@ -176,17 +179,17 @@ def run_heads(cfg: Any, corpus: Corpus, store: AttentionStore, out_dir: Path, tr
     patterns = None
     if h.patterns:
         t = time.perf_counter()
-        patterns = save("patterns", attention_patterns(store, corpus, idx, list(h.punct_upos), h.pattern_rows))
-        layers = save("patterns_layers", layer_means(patterns))
-        metrics["patterns_layer_mean"] = {m: layers[m].round(4).tolist() for m in METRICS}
+        patterns = save(schema.PATTERNS, attention_patterns(store, corpus, idx, list(h.punct_upos), h.pattern_rows))
+        layers = save(schema.PATTERNS_LAYERS, layer_means(patterns))
+        metrics["patterns_layer_mean"] = {m: layers[m].round(4).tolist() for m in schema.PATTERN_METRICS}
         seconds["patterns"] = time.perf_counter() - t
 
     mds = None
     if h.distances:
         t = time.perf_counter()
         dist, n_rows = head_distances(store, _first(idx, h.distance_sentences))
-        save("head_distances", distance_table(dist, store.num_heads))
-        mds = save("head_mds", mds_embedding(dist, store.num_heads, h.seed))
+        save(schema.HEAD_DISTANCES, distance_table(dist, store.num_heads))
+        mds = save(schema.HEAD_MDS, mds_embedding(dist, store.num_heads, h.seed))
         metrics["distance_rows"] = n_rows
         seconds["distances"] = time.perf_counter() - t
 
@@ -194,7 +197,7 @@ def run_heads(cfg: Any, corpus: Corpus, store: AttentionStore, out_dir: Path, tr
         t = time.perf_counter()
         trees = tree_scores(store, corpus, _first(idx, h.tree_sentences), directions)
         if not trees.empty:
-            trees = save("trees", trees)
+            trees = save(schema.TREES, trees)
             top = trees.loc[trees.groupby("method")["uuas"].idxmax()]
             metrics["trees_best"] = {r.method: {"layer": int(r.layer), "head": int(r.head), "direction": r.direction,
                                                 "uas": r.uas, "uuas": r.uuas} for r in top.itertuples()}
@@ -208,22 +211,22 @@ def run_heads(cfg: Any, corpus: Corpus, store: AttentionStore, out_dir: Path, tr
         if not heads_table.empty:
             sub = heads_table[heads_table["label_set"] == shown_label(heads_table)]
             for rel, rows in sub.groupby("relation", sort=True):
-                image(figs.relation_heatmap(rows, rel, directions, title,
-                                            fig_dir / f"heads_{figs.safe_name(rel)}.png"))
+                out.figure(run_figures.relation_heatmap(rows, rel, directions, title,
+                                                        fig_dir / f"heads_{run_figures.safe_name(rel)}.png"))
         if patterns is not None:
-            image(figs.pattern_plot(patterns, title, fig_dir / "patterns.png"))
+            out.figure(run_figures.pattern_plot(patterns, title, fig_dir / "patterns.png"))
         if mds is not None:
-            image(figs.mds_plot(mds, title, fig_dir / "mds.png"))
+            out.figure(run_figures.mds_plot(mds, title, fig_dir / "mds.png"))
         seconds["figures"] = time.perf_counter() - t
 
     metrics["analysis_seconds"] = {k: round(v, 2) for k, v in seconds.items()}
     metrics["conventions"] = conventions(h, store)
     label = None if best.empty else shown_label(best)
     shown = best[best["label_set"] == label] if label else best
-    # the pipeline prints this last, after the paths of the results and the dashboard
+    # printed last, after the paths of the results and the dashboard
     if corpus.has_trees:
-        metrics[CONSOLE_KEY] = (f"best head per relation ({title}, label set {label or '-'}; layer-head 0-based):\n"
-                                + best_table_text(shown))
+        console = (f"best head per relation ({title}, label set {label or '-'}; layer-head 0-based):\n"
+                   + best_table_text(shown))
     else:
-        metrics[CONSOLE_KEY] = f"{title}: no gold trees, so no best heads; patterns and head distances are in {out_dir}"
-    return metrics
+        console = f"{title}: no gold trees, so no best heads; patterns and head distances are in {out.dir}"
+    return out.result(metrics, console=console)

@@ -10,14 +10,16 @@ from typing import Any, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from probing import schema
+from probing.config import Direction, LabelSet
+
 Fig = tuple[str, Any, int]
 
-LABEL_SETS = ("as_is", "base")
-DIRECTIONS = ("dep_to_head", "head_to_dep")
+LABEL_SETS = tuple(s.value for s in LabelSet)
+DIRECTIONS = tuple(d.value for d in Direction)
 # A probe's main score comes first (relation: accuracy, arc: UAS, edge: ROC AUC); the best head of a layer is
 # the one with the highest main score.
-PROBE_PRIMARY = ("accuracy", "uas", "roc_auc")
-PROBE_HEADLINE = PROBE_PRIMARY + ("control_accuracy", "selectivity", "las", "f1", "macro_f1")
+PROBE_PRIMARY = tuple(schema.PROBE_HEADLINE.values())
 
 
 def grid(df: pd.DataFrame, value: str, n_layers: int, n_heads: int) -> np.ndarray:
@@ -139,10 +141,9 @@ def best_heads(sources: Sequence[Any]) -> pd.DataFrame:
             continue
         df = s.heads.copy()
         if "label_set" not in df.columns:
-            df["label_set"] = "as_is"
-        df = df[np.isfinite(pd.to_numeric(df["accuracy"], errors="coerce"))]
-        idx = df.groupby(["label_set", "relation", "direction"], sort=False)["accuracy"].idxmax()
-        best = df.loc[idx.to_numpy()].sort_values("label_set", key=lambda c: c != "as_is", kind="stable")
+            df["label_set"] = LabelSet.as_is.value
+        best = schema.best_heads(df, per=schema.BEST_PER + ("direction",))
+        best = best.sort_values("label_set", key=lambda c: c != LabelSet.as_is.value, kind="stable")
         # a base label that collapsed nothing repeats its as-is row: keep the as-is one
         same = ["relation", "direction", "layer", "head"] + [c for c in ("n", "accuracy") if c in best.columns]
         best = best[~(best.duplicated(same, keep="first") & (best["label_set"] != "as_is"))]
@@ -182,7 +183,7 @@ def probe_figures(sources: Sequence[Any]) -> list[Fig]:
                 per.append((s, df))
         if not per:
             continue
-        metrics = [m for m in PROBE_HEADLINE if any((df["metric"] == m).any() for _, df in per)]
+        metrics = [m for m in schema.PROBE_SHOWN if any((df["metric"] == m).any() for _, df in per)]
         if not metrics or metrics[0] not in PROBE_PRIMARY:
             continue  # no score to plot
         # per-layer lines: per-layer jobs as they are; per-head jobs as the best head of each layer (by the

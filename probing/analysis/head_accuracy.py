@@ -18,14 +18,13 @@ import pandas as pd
 from probing.analysis.bootstrap import percentile_interval, resample_counts
 from probing.analysis.chunks import iter_chunks, sentence_order
 from probing.analysis.scoring import head_correct, offset_correct, pad_gold
+from probing.config import Direction, LabelSet
 from probing.corpus import Corpus
 from probing.corpus.sentence import base_relation
+from probing.schema import ALL
 from probing.store import AttentionStore
 
 log = logging.getLogger(__name__)
-
-ALL = "all"
-LABEL_SETS = ("as_is", "base")
 
 
 @dataclass(frozen=True)
@@ -36,7 +35,7 @@ class RelationCounts:
     arc count, then K offset hits. ``boot``: ``(R, B, F)`` the same totals in each of B resamples, or None.
     """
 
-    label_set: str
+    label_set: LabelSet
     relations: list[str]
     totals: np.ndarray
     boot: Optional[np.ndarray]
@@ -64,7 +63,7 @@ def collapse(counts: RelationCounts) -> RelationCounts:
         boot = np.zeros((len(vocab),) + counts.boot.shape[1:], dtype=counts.boot.dtype)
         for src, dst in enumerate(target):  # a few dozen relations
             boot[dst] += counts.boot[src]
-    return RelationCounts("base", vocab, totals, boot)
+    return RelationCounts(LabelSet.base, vocab, totals, boot)
 
 
 class RelationAccumulator:
@@ -113,14 +112,12 @@ class RelationAccumulator:
             self.boot[rel] += w.T @ counts[a:a + block].astype(np.float32)
 
     def result(self) -> RelationCounts:
-        return RelationCounts("as_is", self.relations, self.totals, self.boot)
+        return RelationCounts(LabelSet.as_is, self.relations, self.totals, self.boot)
 
 
-def count_relations(store: AttentionStore, corpus: Corpus, indices: Optional[Sequence[int]] = None,
-                    directions: Sequence[str] = ("dep_to_head", "head_to_dep"),
-                    offsets: Sequence[int] = (-3, -2, -1, 1, 2, 3), label_sets: Sequence[str] = LABEL_SETS,
-                    n_resamples: int = 0, seed: int = 0, chunk_words: int = 50_000, block_mb: float = 4.0
-                    ) -> dict[str, RelationCounts]:
+def count_relations(store: AttentionStore, corpus: Corpus, indices: Optional[Sequence[int]],
+                    directions: Sequence[Direction], offsets: Sequence[int], label_sets: Sequence[LabelSet],
+                    bootstrap: int, seed: int, chunk_words: int, block_mb: float) -> dict[LabelSet, RelationCounts]:
     """Hits of every head and offset per relation, for each label set (one pass over the store).
 
     Two levels: sentences are read and scored in small blocks (``block_mb`` of maps, cache-sized), and
@@ -132,12 +129,10 @@ def count_relations(store: AttentionStore, corpus: Corpus, indices: Optional[Seq
         raise ValueError("no sentences to score")
     if not corpus.has_trees:
         raise ValueError(f"{corpus.name}: relation accuracy needs gold trees (this corpus has none)")
-    for ls in label_sets:
-        if ls not in LABEL_SETS:
-            raise ValueError(f"unknown label set {ls!r}; expected one of {LABEL_SETS}")
+    label_sets = [LabelSet(ls) for ls in label_sets]
     lh = store.num_layers * store.num_heads
     n_features = len(directions) * lh + 1 + len(offsets)
-    weights_t = (np.ascontiguousarray(resample_counts(len(idx), n_resamples, seed).T) if n_resamples else None)
+    weights_t = (np.ascontiguousarray(resample_counts(len(idx), bootstrap, seed).T) if bootstrap else None)
     vocab, ids = relation_ids(corpus, idx)
     acc = RelationAccumulator(vocab, ids, n_features, weights_t)
     gold_heads = [np.asarray(corpus[int(i)].heads, dtype=np.int64) for i in idx]
@@ -152,7 +147,7 @@ def count_relations(store: AttentionStore, corpus: Corpus, indices: Optional[Seq
         parts.clear()  # the blocks' copies go before the group is summed
         acc.add(np.concatenate(rows), np.concatenate(ns), data)
     as_is = acc.result()
-    out = {"as_is": as_is, "base": collapse(as_is)}
+    out = {LabelSet.as_is: as_is, LabelSet.base: collapse(as_is)}
     return {ls: out[ls] for ls in label_sets}
 
 
@@ -169,7 +164,7 @@ def word_groups(n_words: np.ndarray, chunk_words: int) -> list[np.ndarray]:
     return cuts
 
 
-def _word_features(chunk, heads: list[np.ndarray], directions: Sequence[str], offsets: Sequence[int]
+def _word_features(chunk, heads: list[np.ndarray], directions: Sequence[Direction], offsets: Sequence[int]
                    ) -> np.ndarray:
     """``(W, D*LH + 1 + K)`` int16 per word: head hits, a 1 (the arc count), offset hits."""
     big_n = chunk.words.shape[-1]
@@ -184,13 +179,13 @@ def _word_features(chunk, heads: list[np.ndarray], directions: Sequence[str], of
                           axis=1).astype(np.int16)
 
 
-def accuracy_table(counts: RelationCounts, directions: Sequence[str], offsets: Sequence[int], num_layers: int,
-                   num_heads: int, min_count: int, ci: float, skip: Sequence[str] = ()) -> tuple[pd.DataFrame,
-                                                                                                 pd.DataFrame]:
+def accuracy_table(counts: RelationCounts, directions: Sequence[Direction], offsets: Sequence[int],
+                   num_layers: int, num_heads: int, min_count: int, ci: float, skip_relations: Sequence[str]
+                   ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Tidy tables from the totals: one row per (relation, direction, layer, head) with accuracy, CI,
     best baseline and the CI of the difference; and one row per (relation, offset) for the baselines.
 
-    Relations with fewer than ``min_count`` arcs, and those in ``skip``, are left out; ``ALL`` always stays.
+    Relations with fewer than ``min_count`` arcs, and those in ``skip_relations``, are left out; ``ALL`` always stays.
     The best baseline is the offset with the highest accuracy on the full data (ties: first in ``offsets``).
     """
     lh, d, k = num_layers * num_heads, len(directions), len(offsets)
@@ -200,7 +195,7 @@ def accuracy_table(counts: RelationCounts, directions: Sequence[str], offsets: S
     for r, name in enumerate(counts.relations):
         tot = counts.totals[r]
         n = int(tot[d * lh])
-        if name != ALL and (n < min_count or name in skip):
+        if name != ALL and (n < min_count or name in skip_relations):
             continue
         if n == 0:
             continue
@@ -222,14 +217,14 @@ def accuracy_table(counts: RelationCounts, directions: Sequence[str], offsets: S
             off_ci = percentile_interval(boff, ci)
         for j, direction in enumerate(directions):
             rows.append(pd.DataFrame({
-                "label_set": counts.label_set, "relation": name, "direction": direction,
+                "label_set": str(counts.label_set), "relation": name, "direction": str(direction),
                 "layer": layer, "head": head, "n": n, "correct": correct[j].astype(np.int64),
                 "accuracy": correct[j] / n, "ci_low": acc_ci[0][j], "ci_high": acc_ci[1][j],
                 "baseline_offset": int(offsets[best]), "baseline_accuracy": off[best] / n,
                 "diff": correct[j] / n - off[best] / n, "diff_ci_low": diff_ci[0][j], "diff_ci_high": diff_ci[1][j],
             }))
         base_rows.append(pd.DataFrame({
-            "label_set": counts.label_set, "relation": name, "offset": np.asarray(offsets, dtype=np.int64),
+            "label_set": str(counts.label_set), "relation": name, "offset": np.asarray(offsets, dtype=np.int64),
             "n": n, "correct": off.astype(np.int64), "accuracy": off / n, "ci_low": off_ci[0],
             "ci_high": off_ci[1], "best": np.arange(k) == best,
         }))
@@ -237,11 +232,3 @@ def accuracy_table(counts: RelationCounts, directions: Sequence[str], offsets: S
         return pd.DataFrame(), pd.DataFrame()
     return pd.concat(rows, ignore_index=True), pd.concat(base_rows, ignore_index=True)
 
-
-def best_heads(table: pd.DataFrame) -> pd.DataFrame:
-    """The best (direction, layer, head) of each (label_set, relation) by accuracy; ties go to the first
-    direction, then the lowest layer and head."""
-    if table.empty:
-        return table
-    first = table.groupby(["label_set", "relation"], sort=False)["accuracy"].idxmax()  # first maximum
-    return table.loc[first.to_numpy()].reset_index(drop=True)

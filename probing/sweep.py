@@ -1,4 +1,4 @@
-"""``probing-collect <sweep dir> [--out DIR]``: merge a Hydra sweep's jobs into one tidy table + heatmaps.
+"""A Hydra sweep's jobs merged into one tidy table + heatmaps (the ``probing-collect`` command).
 
 Every job dir (a folder with ``.hydra/overrides.yaml``) becomes one row per headline metric of its
 ``metrics.json``, with the job's layer, head, probe kind, model and data, and one column per swept key
@@ -9,30 +9,21 @@ combination of the other swept keys).
 
 from __future__ import annotations
 
-import argparse
-import json
 import logging
 import re
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
 import pandas as pd
-import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
 
-from probing.results import read_overrides, read_run_config, write_table
+from probing import schema
+from probing.results import read_metrics, read_overrides, read_run_config, write_table
 
 log = logging.getLogger(__name__)
 
 # Override keys that the layer/head columns already carry.
-_AXES = {"probe.layer": "layer", "probe.head": "head"}
-# metrics.json entries that describe a run rather than measure it.
-_NOT_METRICS = {"layer", "head", "n_heads", "seconds", "probe_seconds", "best_offset", "n_iter"}
-
-
-def _is_count(metric: str) -> bool:
-    """Sizes (n_train, eval_sentences, ...) are in the table but get no heatmap."""
-    return metric.startswith("n_") or metric.endswith("_sentences")
+_AXES = {"probe.layer": schema.LAYER, "probe.head": schema.HEAD}
 
 
 def find_jobs(sweep_dir: Path) -> list[Path]:
@@ -46,16 +37,10 @@ def find_jobs(sweep_dir: Path) -> list[Path]:
 
 
 def parse_overrides(lines: list[str]) -> dict[str, Any]:
-    """``["probe.layer=3", "+x=y"]`` -> ``{"probe.layer": 3, "x": "y"}`` (values typed as YAML reads them)."""
-    out: dict[str, Any] = {}
-    for line in lines:
-        key, _, value = str(line).partition("=")
-        key = key.lstrip("+~")
-        try:
-            out[key] = yaml.safe_load(value) if value != "" else None
-        except yaml.YAMLError:
-            out[key] = value
-    return out
+    """``["probe.layer=3", "+x=y"]`` -> ``{"probe.layer": 3, "x": "y"}``, parsed and typed by Hydra's own
+    overrides grammar (the lines are what Hydra wrote to the job's ``overrides.yaml``)."""
+    parsed = OverridesParser.create().parse_overrides([str(line) for line in lines])
+    return {o.key_or_group: o.value() for o in parsed}
 
 
 def _get(cfg: dict, dotted: str) -> Any:
@@ -103,15 +88,11 @@ def collect(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
             "layer": _get(cfg, "probe.layer"), "head": _get(cfg, "probe.head"),
         }
         ident.update({k: ov.get(k, _get(cfg, k)) for k in swept if k not in _AXES})
-        try:
-            metrics = json.loads((job / "metrics.json").read_text())
-        except (OSError, json.JSONDecodeError):
+        metrics = read_metrics(job)
+        if not metrics:
             failed.append({**ident, "job_dir": str(job), "reason": _failure_reason(job)})
             continue
-        for name, value in metrics.items():
-            if name in _NOT_METRICS or isinstance(value, bool) or not isinstance(value, (int, float)):
-                continue
-            rows.append({**ident, "metric": name, "value": float(value)})
+        rows.extend({**ident, "metric": name, "value": value} for name, value in schema.metric_items(metrics))
     table = _typed(pd.DataFrame(rows, columns=list(ident) + ["metric", "value"]) if rows else
                    pd.DataFrame(columns=list(ident) + ["metric", "value"]))
     failed_df = pd.DataFrame(failed, columns=list(ident) + ["job_dir", "reason"])
@@ -165,7 +146,7 @@ def heatmaps(table: pd.DataFrame, swept: list[str], out_dir: Path) -> list[Path]
         key = key if isinstance(key, tuple) else (key,)
         suffix = "".join(f"__{_slug(f'{k}={v}')}" for k, v in zip(others, key))
         for metric, m in part.groupby("metric", sort=True):
-            if _is_count(metric):
+            if schema.is_count(metric):
                 continue
             grid = m.pivot_table(index="layer", columns="head_col", values="value", aggfunc="mean")
             cols = sorted(c for c in grid.columns if c != "all")
@@ -195,41 +176,9 @@ def write_collection(sweep_dir: Path, out_dir: Optional[Path] = None) -> dict[st
     """Collect ``sweep_dir`` into ``out_dir`` (default: the sweep dir); returns a summary."""
     out_dir = Path(out_dir or sweep_dir)
     table, failed, swept = collect(Path(sweep_dir))
-    write_table(table, out_dir, "sweep")
-    write_table(failed, out_dir, "failed_jobs")
+    write_table(table, out_dir, schema.SWEEP.name)
+    write_table(failed, out_dir, schema.FAILED_JOBS.name)
     figs = heatmaps(table, swept, out_dir / "figures")
     n_jobs = table["job"].nunique() + len(failed)
     return {"jobs": n_jobs, "complete": int(table["job"].nunique()), "failed": failed["job"].tolist(),
             "rows": len(table), "swept": swept, "figures": [str(p) for p in figs], "out": str(out_dir)}
-
-
-def main(argv: Optional[list[str]] = None) -> None:
-    """Command line: ``probing-collect SWEEP_DIR [--out DIR]``."""
-    ap = argparse.ArgumentParser(prog="probing-collect", description=__doc__.split("\n")[0])
-    ap.add_argument("sweep_dir", type=Path, help="a Hydra multirun dir (hydra.sweep.dir)")
-    ap.add_argument("--out", type=Path, default=None, help="where sweep.csv/.parquet and figures go "
-                                                           "(default: the sweep dir)")
-    ap.add_argument("--wandb", choices=["offline", "online"], default=None,
-                    help="also log the merged table and heatmaps as one wandb run in the sweep's group")
-    ap.add_argument("--wandb-project", default="probing")
-    args = ap.parse_args(argv)
-    try:
-        s = write_collection(args.sweep_dir, args.out)
-    except FileNotFoundError as e:
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(2)
-    print(f"{s['complete']} of {s['jobs']} jobs complete; {s['rows']} rows -> "
-          f"{s['out']}/sweep.csv, sweep.parquet")
-    print(f"swept keys: {', '.join(s['swept']) or '(none)'}; "
-          f"{len(s['figures'])} heatmaps in {s['out']}/figures")
-    if s["failed"]:
-        print(f"failed or incomplete ({len(s['failed'])}): {', '.join(s['failed'])} (see failed_jobs.csv)")
-    if args.wandb:
-        from probing.wandb_tracker import log_sweep_dir
-
-        run_dir = log_sweep_dir(Path(s["out"]), project=args.wandb_project, mode=args.wandb)
-        print(f"wandb ({args.wandb}): {run_dir}" if run_dir else "wandb: not logged (see the warning above)")
-
-
-if __name__ == "__main__":
-    main()

@@ -11,6 +11,8 @@ from typing import Any, Mapping, Optional, Protocol
 
 import pandas as pd
 
+from probing.config import LoggerConfig, LoggerMode, LoggerName
+
 log = logging.getLogger(__name__)
 
 
@@ -37,13 +39,13 @@ class NoTracker:
         pass
 
 
-def make_tracker(cfg: Any, config: Mapping[str, Any], out_dir: Path, job_name: Optional[str] = None) -> Tracker:
+def make_tracker(cfg: LoggerConfig, config: Mapping[str, Any], out_dir: Path, job_name: Optional[str]) -> Tracker:
     """The tracker a :class:`~probing.config.LoggerConfig` asks for (``NoTracker`` when it cannot start)."""
-    if cfg.name == "none" or getattr(cfg, "mode", "offline") == "disabled":
+    if cfg.name == LoggerName.none or cfg.mode == LoggerMode.disabled:
         return NoTracker()
-    if cfg.name == "wandb":
+    if cfg.name == LoggerName.wandb:
         try:
-            from probing.wandb_tracker import WandbTracker
+            from probing.tracking.wandb_run import WandbTracker  # lazily: wandb is slow to import
 
             return WandbTracker(cfg, config, out_dir, job_name)
         except Exception as e:  # noqa: BLE001 - a tracker must never fail the run

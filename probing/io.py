@@ -1,0 +1,54 @@
+"""Atomic file writes: a file appears whole or not at all (a crash leaves the old file or nothing).
+
+Every writer of the package (the store's shards and manifest, the corpus cache, result tables, JSON,
+HTML pages) goes through :func:`atomic_write_bytes`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write to a temporary file beside ``path``, flush to disk, then rename over it."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """UTF-8 text, atomically."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def json_clean(obj: Any) -> Any:
+    """JSON-safe: NaN/inf -> None, numpy scalars -> Python, enum members -> their values."""
+    if isinstance(obj, dict):
+        return {str(getattr(k, "value", k)): json_clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_clean(v) for v in obj]
+    if hasattr(obj, "item") and not isinstance(obj, (str, bytes)):
+        try:
+            obj = obj.item()
+        except (ValueError, AttributeError):
+            pass
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    value = getattr(obj, "value", None)  # a str/int Enum member
+    if value is not None and isinstance(obj, (str, int)) and type(obj) not in (str, int, bool):
+        return value
+    return obj
+
+
+def write_json(path: Path, obj: Any, indent: int = 2) -> Path:
+    """``obj`` as JSON (cleaned by :func:`json_clean`), atomically."""
+    atomic_write_bytes(Path(path), json.dumps(json_clean(obj), indent=indent, default=str).encode())
+    return Path(path)

@@ -1,0 +1,116 @@
+"""The results schema: every table a run writes, its key and metric columns, each probe's headline metric,
+and the one :func:`best_heads` rule.
+
+Writers (the tasks, the sweep collector) and readers (the dashboard, the wandb tracker, ``probing-collect``)
+name tables and columns through this module only. A new kind of result is one :class:`Table` entry here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+
+from probing.config import ProbeKind
+
+# ---- columns -------------------------------------------------------------------------------------------
+RUN_KEYS = ("model", "corpus", "split")  # every per-run table starts with these
+LAYER, HEAD = "layer", "head"
+ALL = "all"  # the relation that pools every arc (and the heads label of a probe over every head)
+# attention-pattern metrics, in table order (``patterns`` is wide: one column each)
+PATTERN_METRICS = ("cls", "sep", "punct", "next", "prev", "self", "entropy", "uniform_entropy")
+
+
+@dataclass(frozen=True)
+class Table:
+    """A table of a run dir: ``name.csv`` + ``name.parquet``, one row per ``keys`` value, ``metrics`` measured."""
+
+    name: str
+    keys: tuple[str, ...]
+    metrics: tuple[str, ...]
+    doc: str
+
+
+def _t(name: str, keys: Sequence[str], metrics: Sequence[str], doc: str) -> Table:
+    return Table(name, tuple(keys), tuple(metrics), doc)
+
+
+_HEAD_ACC = ("n", "correct", "accuracy", "ci_low", "ci_high")
+HEADS = _t("heads", RUN_KEYS + ("label_set", "relation", "direction", LAYER, HEAD),
+           _HEAD_ACC + ("baseline_offset", "baseline_accuracy", "diff", "diff_ci_low", "diff_ci_high"),
+           "accuracy of every head per relation and direction, with its bootstrap CI and the best offset baseline")
+BASELINES = _t("baselines", RUN_KEYS + ("label_set", "relation", "offset"), _HEAD_ACC + ("best",),
+               "accuracy of every fixed offset (head = word + offset) per relation")
+BEST_HEADS = _t("best_heads", HEADS.keys, HEADS.metrics, "the best head per label set and relation")
+PATTERNS = _t("patterns", RUN_KEYS + (LAYER, HEAD), PATTERN_METRICS + ("rows",),
+              "mean attention of each head to special tokens, punctuation and neighbours; row entropy")
+PATTERNS_LAYERS = _t("patterns_layers", RUN_KEYS + (LAYER,), PATTERN_METRICS, "patterns averaged per layer")
+HEAD_DISTANCES = _t("head_distances", RUN_KEYS + ("layer_a", "head_a", "layer_b", "head_b"), ("js_distance",),
+                    "Jensen-Shannon distance between every two heads")
+HEAD_MDS = _t("head_mds", RUN_KEYS + (LAYER, HEAD), ("x", "y"), "2-D metric MDS of the head distances")
+TREES = _t("trees", RUN_KEYS + ("method", "direction", LAYER, HEAD), ("uas", "uuas"),
+           "spanning trees decoded from single heads, beside branching baselines")
+PROBE_IDENT = ("model", "corpus", "train_split", "eval_split", "probe", LAYER, HEAD, "heads")
+PROBE_SCORES = _t("probe_scores", PROBE_IDENT + ("metric",), ("value",), "a probe run's headline numbers, long")
+RELATION_F1 = _t("relation_f1", PROBE_IDENT + ("relation", "probe"), ("support", "precision", "recall", "f1"),
+                 "relation probe: per-relation scores")
+CONFUSION = _t("confusion", PROBE_IDENT + ("gold", "predicted"), ("count",), "relation probe: confusion counts")
+RELATION_WEIGHTS = _t("relation_weights", PROBE_IDENT + ("relation", "feature"), ("weight",),
+                      "relation probe: coefficients")
+ARC_WEIGHTS = _t("arc_weights", PROBE_IDENT + ("feature",), ("weight",), "arc probe: coefficients")
+ARC_UAS_BY_RELATION = _t("arc_uas_by_relation", PROBE_IDENT + ("relation",), ("n", "uas"),
+                         "arc probe: UAS per relation")
+EDGE_WEIGHTS = _t("edge_weights", PROBE_IDENT + ("feature",), ("weight",), "edge probe: coefficients")
+INSPECT = _t("inspect", ("sentence", "sentence_id", LAYER, HEAD, "query"),
+             ("choice_position", "choice_weight", "word_choice", "is_gold"), "task=inspect: every head's choices")
+SWEEP = _t("sweep", ("job", "task", "probe", "model", "data", LAYER, HEAD, "metric"), ("value",),
+           "probing-collect: one row per job and headline metric")
+FAILED_JOBS = _t("failed_jobs", ("job", "job_dir"), (), "probing-collect: jobs without metrics.json, and why")
+
+TABLES: dict[str, Table] = {t.name: t for t in (
+    HEADS, BASELINES, BEST_HEADS, PATTERNS, PATTERNS_LAYERS, HEAD_DISTANCES, HEAD_MDS, TREES, PROBE_SCORES,
+    RELATION_F1, CONFUSION, RELATION_WEIGHTS, ARC_WEIGHTS, ARC_UAS_BY_RELATION, EDGE_WEIGHTS, INSPECT, SWEEP,
+    FAILED_JOBS)}
+
+# ---- probes --------------------------------------------------------------------------------------------
+# The metric each probe reports as its headline (``metrics.json`` -> ``objective``, the dashboard's score).
+PROBE_HEADLINE: dict[ProbeKind, str] = {ProbeKind.relation: "accuracy", ProbeKind.arc: "uas",
+                                        ProbeKind.edge: "roc_auc"}
+# What the dashboard shows of a probe, headline first.
+PROBE_SHOWN = tuple(PROBE_HEADLINE.values()) + ("control_accuracy", "selectivity", "las", "f1", "macro_f1")
+
+# ---- metrics.json --------------------------------------------------------------------------------------
+METRICS_FILE, RUN_META_FILE = "metrics.json", "run_meta.json"
+# Numeric entries of metrics.json that describe a run rather than measure it (not in the sweep table).
+RUN_DESCRIPTORS = frozenset({LAYER, HEAD, "n_heads", "seconds", "probe_seconds", "best_offset", "n_iter"})
+
+
+def is_count(metric: str) -> bool:
+    """Sizes (``n_train``, ``eval_sentences``...) are kept in tables but are not scores (no heatmap)."""
+    return metric.startswith("n_") or metric.endswith("_sentences")
+
+
+def metric_items(metrics: dict) -> list[tuple[str, float]]:
+    """The numeric measurements of a ``metrics.json`` (booleans, texts and run descriptors left out)."""
+    return [(k, float(v)) for k, v in metrics.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and k not in RUN_DESCRIPTORS]
+
+
+# ---- the best head -------------------------------------------------------------------------------------
+BEST_PER = ("label_set", "relation")  # metrics.json and best_heads.csv: the best over directions too
+
+
+def best_heads(table: pd.DataFrame, per: Sequence[str] = BEST_PER) -> pd.DataFrame:
+    """The row of the most accurate head for each value of ``per`` (rows without a finite accuracy are
+    ignored). Ties go to the first row in table order: the first direction, then the lowest layer and head,
+    as the heads table is written."""
+    if table.empty:
+        return table
+    acc = pd.to_numeric(table["accuracy"], errors="coerce")
+    table = table[np.isfinite(acc.to_numpy(dtype=float))]
+    if table.empty:
+        return table
+    first = table.groupby(list(per), sort=False)["accuracy"].idxmax()  # first maximum
+    return table.loc[first.to_numpy()].reset_index(drop=True)

@@ -1,0 +1,151 @@
+"""``task=inspect``: where does each word of one sentence look, in every layer and head?
+
+``probing task=inspect text="The cat sat on the mat."`` (or ``inspect.file=FILE``, or ``data=... data.index=N``)
+prints, for every layer and head, the position each word attends to most (special tokens included: they
+often win), and, when the sentence has a gold tree (a treebank or the built-in grammar; raw text that
+matches a grammar seed sentence counts too), marks with ``*`` the words whose most-attended *word* is
+their gold head, with a per-head count. It writes ``inspect.txt``, a tidy ``inspect`` table, an offline
+HTML view and a PNG grid of the word-level maps per sentence.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+import numpy as np
+import pandas as pd
+
+from probing.analysis.choices import choices_table, format_choices, head_choices, position_labels, top_heads
+from probing.config import DataConfig, DataKind, ExtractConfig, InspectConfig, ModelConfig, RunConfig
+from probing.corpus import Sentence, load_corpus, read_conllu, seed_sentences
+from probing.encoder import load_encoder
+from probing.errors import ProbingError
+from probing.extract import extract_in_memory
+from probing.io import atomic_write_text
+from probing.paths import absolute
+from probing.report import inspector as views
+from probing.schema import INSPECT
+from probing.tasks.base import RunOutput, TaskResult
+
+log = logging.getLogger(__name__)
+
+# words and punctuation as separate tokens ("mat." -> "mat", "."), keeping in-word hyphens and apostrophes
+_WORD = re.compile(r"\w+(?:[-'’]\w+)*|[^\w\s]")
+
+
+def split_words(text: str) -> tuple[str, ...]:
+    """Split raw text into words, punctuation apart: ``"The cat sat."`` -> ``("The", "cat", "sat", ".")``."""
+    return tuple(_WORD.findall(text))
+
+
+def with_seed_tree(words: Sequence[str], sentence_id: str) -> tuple[Sentence, str]:
+    """A raw sentence; it takes the gold tree of a grammar seed sentence with the same words (any case)."""
+    key = tuple(w.lower() for w in words)
+    for seed in seed_sentences():
+        if tuple(w.lower() for w in seed.words) == key:
+            return Sentence(sentence_id, tuple(words), seed.heads, seed.relations, seed.upos), f"grammar ({seed.id})"
+    return Sentence(sentence_id, tuple(words)), "text"
+
+
+def sentences_to_inspect(data: DataConfig, inspect: InspectConfig, text: Optional[str]
+                         ) -> list[tuple[Sentence, str]]:
+    """The sentences to inspect (``text``: the top-level shorthand ``text=``), each with where it came from."""
+    icfg = inspect
+    text = text or icfg.text
+    if text:
+        words = split_words(text)
+        if not words:
+            raise ProbingError("text= is empty: give a sentence, e.g. text=\"The cat sat on the mat.\"")
+        return [with_seed_tree(words, "text-0")]
+    if icfg.file:
+        path = Path(absolute(icfg.file))
+        if not path.is_file():
+            raise ProbingError(f"inspect.file={icfg.file}: no such file ({path})")
+        if path.suffix == ".conllu":
+            corpus = read_conllu(path, split="", strict=True)
+            found = [(s, f"{path.name} ({s.id})") for s in corpus]
+        else:
+            lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+            found = [with_seed_tree(split_words(ln), f"{path.stem}-{i}") for i, ln in enumerate(lines)]
+            found = [(s, f"{path.name} line {i + 1}: {src}") for i, (s, src) in enumerate(found)]
+        if not found:
+            raise ProbingError(f"inspect.file={icfg.file}: no sentences in the file")
+        if len(found) > icfg.max_sentences:
+            log.warning("inspecting the first %d of %d sentences (inspect.max_sentences)", icfg.max_sentences,
+                        len(found))
+        return found[: icfg.max_sentences]
+    if data.index is not None or DataKind(data.kind) is DataKind.text:
+        corpus = load_corpus(data)
+        if data.index is None:
+            return [(s, "text") for s in corpus.sentences[: icfg.max_sentences]]
+        if not 0 <= data.index < len(corpus):
+            raise ProbingError(f"data.index={data.index}: {corpus.name} {corpus.split} has {len(corpus)} sentences"
+                               f" (0..{len(corpus) - 1})")
+        s = corpus[data.index]
+        return [(s, f"{corpus.name} {corpus.split} #{data.index} ({s.id})")]
+    raise ProbingError('task=inspect needs a sentence: text="The cat sat on the mat.", inspect.file=FILE, '
+                       "or data=ud_ewt data.index=N")
+
+
+def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, inspect: InspectConfig,
+        text: Optional[str], out: RunOutput) -> TaskResult:
+    """Print every head's choices for the configured sentence(s); write text, table, HTML and PNG."""
+    out_dir = out.dir
+    found = sentences_to_inspect(data, inspect, text)
+    encoder = load_encoder(model)
+    pooling = extract.pooling
+    maps_list = extract_in_memory(encoder, [s.words for s, _ in found], pooling)
+    text_lines: list[str] = []
+    tables, items, pngs = [], [], []
+    for k, ((sentence, source), got) in enumerate(zip(found, maps_list)):
+        if isinstance(got, str):
+            log.warning("sentence %d (%s) skipped: %s", k, sentence.id, got)
+            text_lines.append(f"sentence {k}: skipped ({got})")
+            continue
+        maps, prefix = got
+        labels, _ = position_labels(encoder, sentence.words)
+        ch = head_choices(maps, prefix, len(sentence), sentence.heads)
+        header = [f"sentence {k}: {' '.join(sentence.words)}",
+                  f"  source: {source}; model {model.name}, {ch.word.shape[0]} layers x {ch.word.shape[1]} heads,"
+                  f" pooling {pooling}",
+                  "  each word -> the position it attends to most"
+                  + ("; * = the most-attended word is the gold head (root excluded)" if ch.gold is not None
+                     else "; no gold tree for this sentence")]
+        best = top_heads(ch, 5)
+        lines = header + format_choices(sentence.words, labels, prefix, ch)
+        if best:
+            lines.append("  heads choosing the gold head most often: "
+                         + ", ".join(f"L{la}H{h} {c}/{len(sentence) - 1}" for la, h, c in best))
+        text_lines.extend(lines + [""])
+        tables.append(choices_table(k, sentence, labels, prefix, ch))
+        png = None
+        if inspect.png:
+            png = views.png_grid(maps, prefix, sentence.words, ch, out_dir / f"inspect_{k}.png",
+                                 f"{model.name}: {' '.join(sentence.words)}")
+            pngs.append(png)
+        items.append(views.SentenceView(k, sentence, source, labels, prefix, maps, ch, png))
+    text = "\n".join(text_lines)
+    print(text, flush=True)
+    atomic_write_text(out_dir / "inspect.txt", text + "\n")
+    if not items:
+        raise ProbingError("no sentence could be inspected (see the warnings above)")
+    out.table(INSPECT.name, pd.concat(tables, ignore_index=True))
+    html_path = views.write_html(items, out_dir / "inspect.html", model.name)
+    bertviz = views.write_bertviz(items, out_dir) if inspect.bertviz else []
+    log.info("inspector: %s%s", html_path, "".join(f", {p}" for p in pngs))
+    gold = [it for it in items if it.choices.gold is not None]
+    metrics: dict[str, Any] = {"sentences": len(items), "with_gold_tree": len(gold), "html": str(html_path),
+                               "png": [str(p) for p in pngs], "bertviz": [str(p) for p in bertviz]}
+    if gold:
+        hits = sum(it.choices.gold.sum(-1) for it in gold)  # (L, H) over all gold sentences
+        scored = sum(len(it.sentence) - 1 for it in gold)
+        layer, head = np.unravel_index(int(np.argmax(hits)), hits.shape)
+        metrics.update(best_head=f"L{layer}H{head}", best_head_gold=int(hits[layer, head]), gold_scored=scored)
+    return out.result(metrics)
+
+
+def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
+    return run(cfg.model, cfg.data, cfg.extract, cfg.inspect, cfg.text, out)

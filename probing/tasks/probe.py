@@ -1,0 +1,181 @@
+"""``task=probe``: load the train and eval splits, make sure their attention stores exist, run one probe.
+
+A job first looks in its own run dir: when ``metrics.json`` there was written for the same config key
+(model, data, extraction, probe settings, seed and the probe code's format version), it returns those
+numbers without recomputing, so re-running a sweep into the same ``hydra.sweep.dir`` only computes the jobs
+that are missing or failed (``probe.skip_complete=false`` turns this off).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+import pandas as pd
+
+from probing import schema
+from probing.config import (
+    DataConfig,
+    DataKind,
+    ExtractConfig,
+    ModelConfig,
+    ProbeConfig,
+    ProbeKind,
+    RunConfig,
+    to_plain,
+)
+from probing.corpus import Corpus
+from probing.corpus.cache import load_corpus_cached
+from probing.errors import ProbingError
+from probing.extract import describe_store, ensure_store, store_use
+from probing.probes.arc import run_arc
+from probing.probes.data import ProbeResult, ProbeSplit
+from probing.probes.edge import run_edge
+from probing.probes.features import HeadSelection, select_heads
+from probing.probes.relation import run_relation
+from probing.results import read_metrics
+from probing.store import AttentionStore
+from probing.tasks.base import RunOutput, TaskResult
+
+log = logging.getLogger(__name__)
+
+# Bump when a change to the probe code changes its numbers: older results then no longer count as complete.
+PROBE_FORMAT = 1
+# Readers without splits: the probe holds out the last ``probe.eval_fraction`` of the one corpus.
+SINGLE_SPLIT_KINDS = {DataKind.grammar, DataKind.conllu, DataKind.text}
+# Extraction settings that never change the maps (left out of the config key).
+_VOLATILE_EXTRACT = ("batch_size", "max_batch_tokens", "progress", "cache_dir", "shard_mb")
+
+
+def config_key(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: ProbeConfig) -> str:
+    """A hash of everything that changes a probe's numbers."""
+    ex = {k: v for k, v in to_plain(extract).items() if k not in _VOLATILE_EXTRACT}
+    da = {k: v for k, v in to_plain(data).items() if k not in ("split", "index")}
+    pr = {k: v for k, v in to_plain(probe).items() if k != "skip_complete"}
+    inputs = {"format": PROBE_FORMAT, "model": to_plain(model), "data": da, "extract": ex, "probe": pr}
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def completed(out_dir: Path, key: str) -> Optional[dict]:
+    """The metrics of a finished probe run in ``out_dir`` with this config key, else None."""
+    metrics = read_metrics(out_dir)
+    if metrics.get("task") != "probe" or metrics.get("config_key") != key:
+        return None
+    return {k: v for k, v in metrics.items() if k not in ("task", "seconds")}
+
+
+class _Stores:
+    """The stores a probe reads, each built or found once, recorded for ``run_meta.json``."""
+
+    def __init__(self, model: ModelConfig, extract: ExtractConfig):
+        self.model, self.extract, self.used = model, extract, []
+
+    def __call__(self, corpus: Corpus) -> AttentionStore:
+        report = ensure_store(self.model, corpus, self.extract)
+        log.info(describe_store(report, corpus))
+        self.used.append(store_use(report, corpus))
+        return report.store
+
+
+def load_splits(data: DataConfig, probe: ProbeConfig, extract: ExtractConfig, stores: _Stores
+                ) -> tuple[ProbeSplit, ProbeSplit, str]:
+    """The train and eval sides, and a note saying how they were made."""
+    pcfg = probe
+    kind = DataKind(data.kind)
+    if kind in SINGLE_SPLIT_KINDS or pcfg.train_split == pcfg.eval_split:
+        split = None if kind in SINGLE_SPLIT_KINDS else pcfg.train_split
+        corpus = load_corpus_cached(data, split, extract.cache_dir)
+        store = stores(corpus)
+        idx = store.indices
+        if not 0 < pcfg.eval_fraction < 1:
+            raise ProbingError(f"probe.eval_fraction={pcfg.eval_fraction} must be between 0 and 1")
+        cut = int(round(len(idx) * (1 - pcfg.eval_fraction)))
+        if cut < 1 or cut >= len(idx):
+            raise ProbingError(f"{len(idx)} sentences cannot be split into train and eval "
+                               f"(probe.eval_fraction={pcfg.eval_fraction})")
+        label = corpus.name if kind in SINGLE_SPLIT_KINDS else f"{corpus.name}-{pcfg.train_split}"
+        note = (f"one corpus ({label}, {len(idx)} sentences with maps): first {cut} sentences train, "
+                f"last {len(idx) - cut} eval (probe.eval_fraction={pcfg.eval_fraction})")
+        return (ProbeSplit(f"{label}[0:{cut}]", corpus, store, idx[:cut]),
+                ProbeSplit(f"{label}[{cut}:{len(idx)}]", corpus, store, idx[cut:]), note)
+    sides = []
+    for split in (pcfg.train_split, pcfg.eval_split):
+        corpus = load_corpus_cached(data, split, extract.cache_dir)
+        store = stores(corpus)
+        sides.append(ProbeSplit(split, corpus, store, store.indices))
+    note = f"train on {data.name} {pcfg.train_split}, evaluate on {data.name} {pcfg.eval_split}"
+    return sides[0], sides[1], note
+
+
+# The probe of each kind (the results schema names each kind's headline metric).
+RUNNERS: dict[ProbeKind, Callable[[ProbeConfig, ProbeSplit, ProbeSplit, HeadSelection], ProbeResult]] = {
+    ProbeKind.relation: run_relation, ProbeKind.arc: run_arc, ProbeKind.edge: run_edge}
+
+
+def heads_label(layer: Optional[int], head: Optional[int]) -> str:
+    """``all``, ``L3``, ``H5`` or ``L3H5``: which heads a probe read."""
+    if layer is None and head is None:
+        return schema.ALL
+    if head is None:
+        return f"L{layer}"
+    if layer is None:
+        return f"H{head}"
+    return f"L{layer}H{head}"
+
+
+def scores_table(metrics: dict, ident: dict) -> pd.DataFrame:
+    """Tidy headline numbers: one row per metric, with the run's identity columns."""
+    rows = [{**ident, "metric": k, "value": float(v)} for k, v in metrics.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    df = pd.DataFrame(rows)
+    for col in ("layer", "head"):
+        df[col] = pd.array(df[col], dtype="Int64")
+    return df
+
+
+def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: ProbeConfig, out: RunOutput
+        ) -> TaskResult:
+    """Run the probe ``probe`` and write its tables through ``out``; a run dir that already holds finished
+    results for this config returns them (``probe.skip_complete``)."""
+    kind = ProbeKind(probe.kind)
+    key = config_key(model, data, extract, probe)
+    if probe.skip_complete:
+        done = completed(out.dir, key)
+        if done is not None:
+            log.info("%s already holds complete results for this config (key %s): not recomputed", out.dir, key)
+            return TaskResult({**done, "reused_results": True})
+    start = time.perf_counter()
+    stores = _Stores(model, extract)
+    train, ev, note = load_splits(data, probe, extract, stores)
+    store = train.store
+    try:
+        sel = select_heads(store.num_layers, store.num_heads, probe.layer, probe.head)
+        result = RUNNERS[kind](probe, train, ev, sel)
+    except ValueError as e:
+        raise ProbingError(f"probe={kind}: {e}") from e
+    ident = {"model": model.name, "corpus": train.corpus.name, "train_split": train.name,
+             "eval_split": ev.name, "probe": kind.value, "layer": probe.layer, "head": probe.head,
+             "heads": heads_label(probe.layer, probe.head)}
+    metrics = {**ident, "n_heads": len(sel), "split_note": note, "train_sentences": int(len(train.indices)),
+               "eval_sentences": int(len(ev.indices)), "exclude_punct": probe.exclude_punct,
+               "feature_set": str(probe.feature_set), **result.metrics, "config_key": key,
+               "reused_results": False, "probe_seconds": round(time.perf_counter() - start, 3)}
+    tables = {schema.PROBE_SCORES.name: scores_table(result.metrics, ident)}
+    for name, df in result.tables.items():
+        tables[name] = df.assign(**{k: v for k, v in ident.items() if k not in df.columns})
+    for name, df in tables.items():
+        if schema.LAYER in df.columns:
+            df[schema.LAYER] = pd.array(df[schema.LAYER], dtype="Int64")
+            df[schema.HEAD] = pd.array(df[schema.HEAD], dtype="Int64")
+        out.table(name, df)
+    log.info("probe=%s heads=%s: %s", kind, ident["heads"], ", ".join(
+        f"{k}={v:.4f}" for k, v in result.metrics.items() if isinstance(v, float)))
+    return out.result(metrics, stores.used)
+
+
+def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
+    return run(cfg.model, cfg.data, cfg.extract, cfg.probe, out)

@@ -1,0 +1,86 @@
+"""``run(cfg, out_dir)``: one task into one run dir, plain Python, callable from tests and notebooks.
+
+The task returns a :class:`~probing.tasks.base.TaskResult`; this module writes ``metrics.json`` and
+``run_meta.json`` from it, the dashboard for the tasks that have one, and mirrors the headline numbers to
+the tracker. A new task is a module with ``from_config(cfg, out) -> TaskResult`` and one entry in
+:data:`TASKS`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from omegaconf import DictConfig
+
+from probing.config import ReportConfig, RunConfig, TaskName, to_plain
+from probing.encoder import resolved_device
+from probing.io import write_json
+from probing.results import write_run_meta
+from probing.schema import METRICS_FILE
+from probing.tasks import extract, heads, inspect, probe
+from probing.tasks.base import RunOutput, TaskResult
+from probing.tracking import make_tracker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task's entry point and whether its run dir gets a dashboard."""
+
+    from_config: Callable[[RunConfig, RunOutput], TaskResult]
+    dashboard: bool = False
+
+
+TASKS: dict[TaskName, Task] = {
+    TaskName.extract: Task(extract.from_config),
+    TaskName.heads: Task(heads.from_config, dashboard=True),
+    TaskName.probe: Task(probe.from_config),  # sweeps of probes get one dashboard from probing-report
+    TaskName.inspect: Task(inspect.from_config),
+}
+
+
+def _write_dashboard(out_dir: Path, report: ReportConfig) -> None:
+    """The run's dashboard; a failure here is a warning, the run's tables stand."""
+    try:
+        from probing.report.dashboard import write_dashboard
+
+        path = write_dashboard([out_dir], out_dir / report.file)
+        log.info("dashboard: %s", path)
+    except Exception as e:  # noqa: BLE001 - the report must never cost the results
+        log.warning("could not write the dashboard (%s: %s)", type(e).__name__, e)
+
+
+def run(cfg: DictConfig | RunConfig, out_dir: Path, job_name: Optional[str] = None) -> TaskResult:
+    """Run the task ``cfg.task.name`` into ``out_dir``; returns its result (metrics as written)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    name = TaskName(cfg.task.name)
+    task = TASKS[name]
+    container = to_plain(cfg)
+    tracker = make_tracker(cfg.logger, container, out_dir, job_name)
+    ok = False
+    start = time.perf_counter()
+    try:
+        result = task.from_config(cfg, RunOutput(out_dir, tracker))
+        result.metrics = {"task": name.value, **result.metrics, "seconds": round(time.perf_counter() - start, 3)}
+        write_json(out_dir / METRICS_FILE, result.metrics)
+        write_run_meta(out_dir, task=name.value, seed=cfg.seed, device=resolved_device(cfg.model.device),
+                       stores=result.stores, config=container)
+        if task.dashboard and cfg.report.enabled:
+            _write_dashboard(out_dir, cfg.report)
+        log.info("results: %s", out_dir)
+        if result.console:
+            log.info("%s", result.console)
+        tracker.log_metrics({k: v for k, v in result.metrics.items() if isinstance(v, (int, float, str, bool))})
+        ok = True
+        return result
+    finally:
+        try:
+            tracker.finish(ok)
+        except Exception as e:  # noqa: BLE001
+            log.warning("tracker finish failed: %s", e)
