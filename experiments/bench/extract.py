@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 def load(dir_: str, limit: int | None):
     from probing.corpus import read_conllu
 
-    corpus = read_conllu(Path(dir_) / "en_ewt-ud-dev.conllu", split="dev")
+    corpus = read_conllu(Path(dir_) / "en_ewt-ud-dev.conllu", split="dev", strict=True)
     return corpus.head(limit)
 
 

@@ -16,8 +16,6 @@ def resample_counts(n_sentences: int, n_resamples: int, seed: int, block: int = 
     """``(n_resamples, n_sentences)`` uint8 multinomial counts: row r says how many times resample r drew
     each sentence (rows sum to ``n_sentences``). Drawn in blocks to keep the int64 temporaries small.
     """
-    if n_resamples < 0:
-        raise ValueError(f"n_resamples must be >= 0, got {n_resamples}")
     out = np.zeros((n_resamples, n_sentences), dtype=np.uint8)
     if n_resamples == 0 or n_sentences == 0:
         return out

@@ -58,8 +58,8 @@ def plan_chunks(n_words: np.ndarray, bytes_per_cell: int, max_sentences: int, ma
     return [c for c in chunks if len(c)]
 
 
-def iter_chunks(store: AttentionStore, indices: Sequence[int], max_sentences: int = 2048,
-                max_mb: float = 256.0, release: bool = True) -> Iterator[Chunk]:
+def iter_chunks(store: AttentionStore, indices: Sequence[int], max_sentences: int, max_mb: float,
+                release: bool = True) -> Iterator[Chunk]:
     """Padded word-level maps of ``indices`` (corpus indices present in the store), chunk by chunk.
 
     ``rows`` refer to positions in ``indices``. With ``release`` the store's memory maps are dropped after

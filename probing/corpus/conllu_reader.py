@@ -89,7 +89,7 @@ def _kind(reason: str) -> str:
     return "malformed"
 
 
-def read_conllu(path: str | Path, split: str = "", strict: bool = True, name: Optional[str] = None) -> Corpus:
+def read_conllu(path: str | Path, split: str, strict: bool, name: Optional[str] = None) -> Corpus:
     """Read one CoNLL-U file. ``strict=False`` skips malformed sentences and records why."""
     p = Path(path)
     if not p.is_file():

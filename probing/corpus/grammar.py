@@ -310,7 +310,7 @@ def seed_sentences() -> list[Sentence]:
     return [first, second]
 
 
-def generate_corpus(n_sentences: int = 400, seed: int = 0) -> Corpus:
+def generate_corpus(n_sentences: int, seed: int) -> Corpus:
     """The seed sentences followed by ``n_sentences - 2`` generated ones (deduplicated)."""
     gen = GrammarGenerator(seed)
     sentences = seed_sentences()[:n_sentences]

@@ -65,7 +65,7 @@ def conventions(h: HeadsConfig, store: AttentionStore) -> dict:
                       "interval": "percentile"},
         "best_head": "highest accuracy over directions, layers and heads (ties: first direction, lowest "
                      "layer, then head); layer and head are 0-based",
-        "patterns": {"rows": h.pattern_rows, "positions": "full sequence, special tokens kept",
+        "patterns": {"rows": str(h.pattern_rows), "positions": "full sequence, special tokens kept",
                      "entropy": "nats"},
         "distances": {"metric": "Jensen-Shannon distance, base 2, mean over attending words",
                       "sentences": h.distance_sentences, "mds": "sklearn metric MDS, precomputed, seed"},

@@ -49,9 +49,10 @@ def fake_heads_run(path: Path, model: str, n_layers: int, n_heads: int, relation
     heads = pd.concat([as_is, base], ignore_index=True)
     write_table(heads, path, "heads")
     layer, head = np.divmod(np.arange(n_layers * n_heads), n_heads)
-    write_table(pd.DataFrame({"layer": np.repeat(layer, 3), "head": np.repeat(head, 3),
-                              "metric": np.tile(["cls", "sep", "entropy"], n_layers * n_heads),
-                              "value": rng.uniform(0, 1, n_layers * n_heads * 3)}), path, "patterns")
+    # wide, as the heads task writes it (schema.PATTERNS): one column per pattern metric
+    write_table(pd.DataFrame({"layer": layer, "head": head, **{m: rng.uniform(0, 1, layer.size)
+                                                                for m in ("cls", "sep", "entropy")}}),
+                path, "patterns")
     write_table(pd.DataFrame({"layer": layer, "head": head, "x": rng.normal(size=layer.size),
                               "y": rng.normal(size=layer.size)}), path, "head_mds")
     (path / "metrics.json").write_text('{"task": "heads", "seconds": 2.0}')

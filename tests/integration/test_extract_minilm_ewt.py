@@ -35,7 +35,7 @@ def independent_word_attention(encoder, words: tuple[str, ...]) -> np.ndarray:
 def test_minilm_ewt_dev_first_200(ewt_dir, tmp_path):
     from probing.encoder import Encoder
 
-    corpus = read_conllu(ewt_dir / "en_ewt-ud-dev.conllu", split="dev").head(200)
+    corpus = read_conllu(ewt_dir / "en_ewt-ud-dev.conllu", split="dev", strict=True).head(200)
     encoder = Encoder.load(ModelConfig(name="minilm", name_or_path="bundled:minilm"))
     report = extract(encoder, corpus, ExtractConfig(cache_dir=str(tmp_path), progress=False, batch_size=16))
     store = report.store

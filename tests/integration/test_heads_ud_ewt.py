@@ -1,5 +1,6 @@
 """`probing task=heads` with MiniLM on EWT dev: the best head per relation in the console and metrics.json,
-and the reported accuracy of a best head recomputed independently from the store."""
+and each required relation's best head recomputed independently from the store: its accuracy, baseline, and
+bootstrap intervals (the resamples redrawn from the reported seed)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,24 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIRED = ["det", "nsubj", "obj", "amod", "case", "advmod", "aux", "compound", "nmod:poss", "mark"]
+
+
+def resample_counts(n_sentences: int, n_resamples: int, seed: int, block: int = 64) -> np.ndarray:
+    """The documented draw of the bootstrap (probing/analysis/bootstrap.py): ``np.random.default_rng(seed)``,
+    then per block of up to 64 resamples one ``integers(0, S, size=(k, S))`` call, each row a resample of S
+    sentences drawn with replacement. Returns how often each resample drew each sentence, ``(B, S)``."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for start in range(0, n_resamples, block):
+        draws = rng.integers(0, n_sentences, size=(min(block, n_resamples - start), n_sentences))
+        rows += [np.bincount(d, minlength=n_sentences) for d in draws]
+    return np.array(rows, dtype=np.float64)
+
+
+def interval(samples: np.ndarray, ci: float) -> tuple[float, float]:
+    """The central percentile interval (numpy's linear interpolation), resamples without arcs ignored."""
+    lo, hi = np.nanpercentile(samples, [50 * (1 - ci), 50 * (1 + ci)])
+    return float(lo), float(hi)
 
 
 @pytest.mark.slow
@@ -45,27 +64,38 @@ def test_heads_minilm_ewt_dev(ewt_dir, tmp_path):
     assert m["sentences"] == 2001 and m["conventions"]["min_count"] == 100
     # determiners are the textbook case: the best head beats the best offset for real
     assert best["det"]["diff_ci_low"] > 0 and best["det"]["accuracy"] > 0.7
-    for rel in REQUIRED:
-        b = best[rel]
-        assert b["ci_low"] <= b["accuracy"] <= b["ci_high"]
 
-    # independent recomputation of the best det head from the store, one word at a time
+    # independent recomputation of every required relation's best head from the store, one word at a time:
+    # its accuracy, its bootstrap interval and that of its difference with the best offset
     from probing.corpus import read_conllu
     from probing.store import AttentionStore
 
-    corpus = read_conllu(ewt_dir / "en_ewt-ud-dev.conllu", split="dev")
+    corpus = read_conllu(ewt_dir / "en_ewt-ud-dev.conllu", split="dev", strict=True)
     store_dir = next(p for p in Path(cache).iterdir() if p.name.startswith("minilm-ud_ewt-dev-") and p.is_dir())
     store = AttentionStore(store_dir)
-    b = best["det"]
-    n = correct = 0
-    for i in store.indices:
-        s = corpus[int(i)]
-        w = np.asarray(store.words(int(i), b["layer"], b["head"]), dtype=np.float32)
-        for d, (g, rel) in enumerate(zip(s.heads, s.relations)):
-            if rel != "det":
-                continue
-            v = (w[d] if b["direction"] == "dep_to_head" else w[:, d]).copy()
-            v[d] = 0.0
-            n += 1
-            correct += int(np.argmax(v)) == g
-    assert n == b["n"] and correct / n == pytest.approx(b["accuracy"])
+    boot = m["conventions"]["bootstrap"]
+    assert (boot["resamples"], boot["unit"], boot["interval"]) == (200, "sentence", "percentile")
+    weights = resample_counts(len(store.indices), boot["resamples"], boot["seed"])
+    for rel in REQUIRED:
+        b = best[rel]
+        hits = np.zeros((3, len(store.indices)))  # per sentence: arcs, head hits, baseline-offset hits
+        for k, i in enumerate(store.indices):
+            s = corpus[int(i)]
+            w = np.asarray(store.words(int(i), b["layer"], b["head"]), dtype=np.float32)
+            for d, (g, r) in enumerate(zip(s.heads, s.relations)):
+                if r != rel:
+                    continue
+                v = (w[d] if b["direction"] == "dep_to_head" else w[:, d]).copy()
+                v[d] = 0.0
+                guess = d + b["baseline_offset"]
+                hits[:, k] += (1, int(np.argmax(v)) == g, 0 <= guess < len(s) and guess == g)
+        n, correct, offset = hits.sum(axis=1)
+        assert n == b["n"] and correct / n == pytest.approx(b["accuracy"]), rel
+        assert offset / n == pytest.approx(b["baseline_accuracy"]), rel
+        arcs, acc, off = weights @ hits[0], weights @ hits[1], weights @ hits[2]
+        with np.errstate(invalid="ignore"):
+            lo, hi = interval(acc / arcs, boot["ci"])
+            dlo, dhi = interval((acc - off) / arcs, boot["ci"])
+        assert (b["ci_low"], b["ci_high"]) == (pytest.approx(lo, abs=1e-6), pytest.approx(hi, abs=1e-6)), rel
+        assert (b["diff_ci_low"], b["diff_ci_high"]) == (pytest.approx(dlo, abs=1e-6),
+                                                         pytest.approx(dhi, abs=1e-6)), rel

@@ -29,7 +29,7 @@ def write(tmp_path, text, name="x.conllu"):
 
 
 def test_valid_file_multiword_and_empty_nodes_are_not_words(tmp_path):
-    c = read_conllu(write(tmp_path, GOOD), split="dev")
+    c = read_conllu(write(tmp_path, GOOD), split="dev", strict=True)
     assert len(c) == 2
     s = c[0]
     assert s.id == "s1"
@@ -58,7 +58,7 @@ def broken(line_no_to_replace: int, new_line: str) -> str:
 def test_malformed_lines_name_file_and_line(tmp_path, line_no, new_line, message):
     p = write(tmp_path, broken(line_no, new_line))
     with pytest.raises(CorpusError) as e:
-        read_conllu(p)
+        read_conllu(p, "", strict=True)
     text = str(e.value)
     assert message in text
     assert str(p) in text
@@ -68,20 +68,20 @@ def test_malformed_lines_name_file_and_line(tmp_path, line_no, new_line, message
 
 def test_cycle_names_the_words(tmp_path):
     with pytest.raises(CorpusError, match=r"cycle through words 2 -> 3 -> 2"):
-        read_conllu(write(tmp_path, broken(5, "2\tcat\tcat\tNOUN\tNN\t_\t3\tnmod:poss\t_\t_")))
+        read_conllu(write(tmp_path, broken(5, "2\tcat\tcat\tNOUN\tNN\t_\t3\tnmod:poss\t_\t_")), "", strict=True)
 
 
 def test_empty_sentence_and_missing_file(tmp_path):
     p = write(tmp_path, "# sent_id = only-comments\n# text = \n\n" + GOOD)
     with pytest.raises(CorpusError, match=r"x.conllu:1: sentence only-comments has no words"):
-        read_conllu(p)
+        read_conllu(p, "", strict=True)
     with pytest.raises(CorpusError, match="no such CoNLL-U file"):
-        read_conllu(tmp_path / "absent.conllu")
+        read_conllu(tmp_path / "absent.conllu", "", strict=True)
 
 
 def test_lenient_mode_skips_and_counts(tmp_path):
     text = broken(4, "1\tThe\tthe\tDET\tDT\t_\t9\tdet\t_\t_") + "\n# sent_id = s3\n1\tx\tx\tX\t_\t_\t1\troot\t_\t_\n"
-    c = read_conllu(write(tmp_path, text), strict=False)
+    c = read_conllu(write(tmp_path, text), "", strict=False)
     assert [s.id for s in c] == ["s2"]
     assert len(c.skipped) == 2
     assert c.skip_summary() == {"out of range": 1, "no root": 1}
@@ -89,7 +89,7 @@ def test_lenient_mode_skips_and_counts(tmp_path):
 
 
 def test_ewt_dev_reads_with_multiword_tokens(ewt_dir):
-    c = read_conllu(ewt_dir / "en_ewt-ud-dev.conllu", split="dev")
+    c = read_conllu(ewt_dir / "en_ewt-ud-dev.conllu", split="dev", strict=True)
     assert len(c) == 2001
     n_words = sum(len(s) for s in c)
     raw = (ewt_dir / "en_ewt-ud-dev.conllu").read_text().splitlines()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 from probing.corpus import generate_corpus, seed_sentences
 from probing.corpus.trees import tree_problem
 
@@ -42,9 +40,51 @@ def test_trees_valid_and_seeded():
         assert s.relations[-1] == "punct" and s.words[-1] == "."
 
 
+# What the grammar builds, read off its phrase builders: relation -> every (dependent UPOS, head UPOS, side of
+# the head) it can produce. "right": the head comes after the dependent. The root has no head.
+ARCS = {
+    "det": {("DET", "NOUN", "right")},
+    "amod": {("ADJ", "NOUN", "right")},
+    "advmod": {("ADV", "ADJ", "right"), ("ADV", "VERB", "left")},  # "very happy"; "sat quietly"
+    "nsubj": {("NOUN", "VERB", "right"), ("PRON", "VERB", "right"), ("NOUN", "ADJ", "right"),
+              ("PRON", "ADJ", "right")},  # copular clauses: the adjective heads
+    "obj": {("NOUN", "VERB", "left")},
+    "iobj": {("NOUN", "VERB", "left")},
+    "case": {("ADP", "NOUN", "right"), ("PART", "NOUN", "left")},  # "on the mat"; "the cat 's"
+    "obl": {("NOUN", "VERB", "left")},
+    "nmod": {("NOUN", "NOUN", "left")},
+    "nmod:poss": {("PRON", "NOUN", "right"), ("NOUN", "NOUN", "right")},  # "my money"; "the cat 's ball"
+    "nummod": {("NUM", "NOUN", "right")},
+    "compound": {("NOUN", "NOUN", "right")},
+    "aux": {("AUX", "VERB", "right")},
+    "cop": {("AUX", "ADJ", "right")},
+    "mark": {("PART", "VERB", "right")},
+    "xcomp": {("VERB", "VERB", "left")},
+    "conj": {("NOUN", "NOUN", "left"), ("VERB", "VERB", "left")},
+    "cc": {("CCONJ", "NOUN", "right"), ("CCONJ", "VERB", "right")},
+    "acl:relcl": {("VERB", "NOUN", "left")},
+    "punct": {("PUNCT", "VERB", "left"), ("PUNCT", "ADJ", "left")},
+    "root": {("VERB", None, None), ("ADJ", None, None)},
+}
+# fixed distances (head - dependent): "bank account", "to deposit", "going to deposit", "the cat 's"
+OFFSET = {"compound": 1, "mark": 1, "xcomp": -2, ("case", "PART"): -1}
+
+
 def test_relation_coverage():
-    counts = Counter(r for s in generate_corpus(400) for r in s.relations)
-    expected = {"det", "amod", "nsubj", "obj", "iobj", "case", "obl", "nmod", "aux", "cop", "advmod", "conj", "cc",
-                "acl:relcl", "nmod:poss", "punct", "root", "mark", "xcomp", "compound", "nummod"}
-    assert expected <= set(counts)
-    assert len(counts) >= 15
+    seen = set()
+    for s in generate_corpus(1000, seed=0):
+        assert s.heads.count(-1) == 1 and s.relations.count("root") == 1, s.text
+        root = s.heads.index(-1)
+        for d, (h, rel, upos) in enumerate(zip(s.heads, s.relations, s.upos)):
+            arc = (upos, None, None) if h < 0 else (upos, s.upos[h], "right" if h > d else "left")
+            assert arc in ARCS.get(rel, set()), (s.text, s.words[d], rel, arc)
+            seen.add((rel, arc))
+            want = OFFSET.get(rel, OFFSET.get((rel, upos)))
+            if want is not None:
+                assert h - d == want, (s.text, s.words[d], rel)
+            if rel == "det":
+                assert s.words[d].lower() in {"the", "a", "this"}, s.text
+            if rel == "punct":
+                assert d == len(s) - 1 and h == root, s.text
+    # every arc shape the grammar can build occurs, and no other
+    assert seen == {(rel, arc) for rel, arcs in ARCS.items() for arc in arcs}

@@ -1,4 +1,4 @@
-"""run_heads end to end on the synthetic store: files, metrics, conventions, console table, tracker."""
+"""The heads task end to end on the synthetic store: files, metrics, conventions, console table, tracker."""
 
 import json
 import logging
@@ -6,10 +6,28 @@ import logging
 import pytest
 from analysis_store import build_store, synthetic_corpus
 from omegaconf import OmegaConf
+from omegaconf.errors import ValidationError
 
-from probing.analysis.task import run_heads
 from probing.config import RunConfig
+from probing.errors import ProbingError
 from probing.results import read_table
+from probing.tasks.base import RunOutput
+from probing.tasks.heads import analyse
+
+JSON_TYPES = (str, int, float, bool, type(None))
+
+
+def assert_json_types(x, path="metrics"):
+    """Only JSON's own types, exactly (``type(x) is float``: a numpy float64 or a str enum fails)."""
+    if type(x) is dict:
+        for k, v in x.items():
+            assert type(k) is str, f"{path}: key {k!r} is a {type(k).__name__}"
+            assert_json_types(v, f"{path}.{k}")
+    elif type(x) is list:
+        for i, v in enumerate(x):
+            assert_json_types(v, f"{path}[{i}]")
+    else:
+        assert type(x) in JSON_TYPES, f"{path} = {x!r} is a {type(x).__name__}"
 
 
 class Recorder:
@@ -38,12 +56,13 @@ def cfg(**heads):
     return c
 
 
-def test_run_heads_writes_tables_figures_and_best_heads(tmp_path, caplog):
+def test_heads_task_writes_tables_figures_and_best_heads(tmp_path, caplog):
     corpus = synthetic_corpus(25, seed=5)
     store = build_store(tmp_path / "store", corpus, dtype="float16")
     tracker = Recorder()
-    with caplog.at_level(logging.INFO, logger="probing.analysis.task"):
-        m = run_heads(cfg(), corpus, store, tmp_path / "run", tracker)
+    with caplog.at_level(logging.INFO, logger="probing.tasks.heads"):
+        result = analyse(corpus, store, cfg().heads, RunOutput(tmp_path / "run", tracker))
+    m = result.metrics
     run = tmp_path / "run"
     heads = read_table(run, "heads")
     need = {"model", "corpus", "split", "label_set", "relation", "direction", "layer", "head", "n", "correct",
@@ -61,18 +80,28 @@ def test_run_heads_writes_tables_figures_and_best_heads(tmp_path, caplog):
     conv = m["conventions"]
     assert conv["offsets"] == [-3, -2, -1, 1, 2, 3] and conv["min_count"] == 1 and conv["pooling"] == "mean_sum"
     assert conv["bootstrap"]["resamples"] == 50
-    json.dumps(m, default=str)
+    # metrics.json is plain JSON: no numpy scalar, enum or tuple leaks in (json.dumps has no default hook;
+    # repr also tells np.float64(0.5) from 0.5, a str enum from its value, and lets NaN equal NaN)
+    assert_json_types(m)
+    assert repr(json.loads(json.dumps(m))) == repr(m)
     assert "heads" in tracker.tables and "figures/mds" in tracker.images
-    last = m["_console"]  # the pipeline prints it last, after the paths
-    assert last.startswith("best head per relation") and "det" in last and "baseline" in last
+    # what the result says it wrote is what is in the run dir
+    assert result.tables == ["heads", "baselines", "best_heads", "patterns", "patterns_layers", "head_distances",
+                             "head_mds", "trees"]
+    assert all((run / f"{t}.csv").is_file() for t in result.tables)
+    assert {p.name for p in result.figures} == {p.name for p in (run / "figures").glob("*.png")}
+    # the console summary travels beside the metrics, never inside them
+    assert result.console.startswith("best head per relation") and "det" in result.console
+    assert "baseline" in result.console and not any(k.startswith("_") for k in m)
 
 
 def test_bad_conventions_fail_with_a_clear_message(tmp_path):
-    from probing.pipeline import ProbingError
-
     corpus = synthetic_corpus(3, seed=0)
     store = build_store(tmp_path / "store", corpus)
-    with pytest.raises(ProbingError, match="heads.directions"):
-        run_heads(cfg(directions=["up"]), corpus, store, tmp_path / "run", Recorder())
+    out = RunOutput(tmp_path / "run", Recorder())
+    with pytest.raises(ValidationError, match="Direction"):  # a closed set: refused by the config itself
+        cfg(directions=["up"])
+    with pytest.raises(ProbingError, match="heads.directions is empty"):
+        analyse(corpus, store, cfg(directions=[]).heads, out)
     with pytest.raises(ProbingError, match="0 is not an offset"):
-        run_heads(cfg(offsets=[0, 1]), corpus, store, tmp_path / "run", Recorder())
+        analyse(corpus, store, cfg(offsets=[0, 1]).heads, out)
