@@ -170,7 +170,7 @@ class DataConfig:
 
 @dataclass
 class ExtractConfig:
-    """Extraction settings; every key except batch_size and progress is part of the store's fingerprint."""
+    """Extraction settings; pooling, max_length and store_dtype are part of the store's fingerprint."""
 
     pooling: Pooling = Pooling.mean_sum
     batch_size: int = 32
@@ -182,6 +182,7 @@ class ExtractConfig:
     cache_dir: str = "${oc.env:PROBING_CACHE_DIR,results/cache}"
     shard_mb: int = 64
     progress: bool = True
+    verify: bool = False  # check every shard's checksum when a store is reused (and re-extract damaged ones)
 
 
 @dataclass

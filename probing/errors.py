@@ -13,6 +13,15 @@ class ProbingError(RuntimeError):
     """A user-facing failure of a task (a bad config value, nothing to analyse, an unusable sentence)."""
 
 
+class StoreError(ProbingError):
+    """An attention store that cannot be read as it is (a damaged or missing shard, a garbage manifest, maps
+    that are not finite). ``damaged`` names the shard numbers, so extraction can re-extract just those."""
+
+    def __init__(self, message: str, damaged: tuple[int, ...] = ()):
+        super().__init__(message)
+        self.damaged = tuple(damaged)
+
+
 class CorpusError(ValueError):
     """Malformed input, with the file and line that caused it in the message."""
 

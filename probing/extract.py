@@ -21,9 +21,17 @@ from probing.alignment import pool_attention
 from probing.config import ExtractConfig, ModelConfig, Pooling, enum_value
 from probing.corpus import Corpus
 from probing.encoder import Encoder, Tokenized, load_encoder, model_identity
-from probing.io import write_json
+from probing.errors import StoreError
 from probing.paths import absolute
-from probing.store import FORMAT_VERSION, AttentionStore, ShardWriter, complete_shards
+from probing.store import (
+    FORMAT_VERSION,
+    MANIFEST,
+    AttentionStore,
+    ShardWriter,
+    complete_shards,
+    discard_shards,
+    write_manifest,
+)
 
 log = logging.getLogger(__name__)
 
@@ -102,14 +110,35 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
     directory = store_dir(model_name, corpus, cfg, key)
     directory.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(directory) + ".lock")
-    if (directory / "manifest.json").is_file():
-        return ExtractReport(AttentionStore(directory), reused=True)
+    try:
+        store = _whole_store(directory, cfg.verify)
+        if store is not None:
+            return ExtractReport(store, reused=True)
+    except StoreError:
+        pass  # damaged: repaired under the lock below
     with lock:
-        if (directory / "manifest.json").is_file():  # another process finished it while we waited
-            return ExtractReport(AttentionStore(directory), reused=True)
+        try:  # another process may have finished (or repaired) it while we waited
+            store = _whole_store(directory, cfg.verify)
+            if store is not None:
+                return ExtractReport(store, reused=True)
+        except StoreError as e:
+            log.warning("%s\nre-extracting what is damaged (the rest is kept)", e)
+            discard_shards(directory, e.damaged)
         if not isinstance(encoder, Encoder):
             encoder = encoder()
         return _build(encoder, corpus, cfg, key, inputs, directory)
+
+
+def _whole_store(directory: Path, verify: bool) -> Optional[AttentionStore]:
+    """The complete store in ``directory`` (None when there is none yet); sizes are checked when it opens,
+    and every checksum too when ``verify``. Raises :class:`StoreError` when it is damaged."""
+    if not (directory / MANIFEST).is_file():
+        return None
+    store = AttentionStore(directory)
+    damaged = store.verify() if verify else []
+    if damaged:
+        raise StoreError(f"{directory}: damaged shards {damaged} (checksum or values)", damaged=tuple(damaged))
+    return store
 
 
 def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, key: str, inputs: dict, directory: Path
@@ -118,7 +147,9 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, key: str, input
 
     pooling = Pooling(cfg.pooling)
     store_dtype = str(enum_value(cfg.store_dtype))
-    done, next_shard = complete_shards(directory, store_dtype)
+    scan = complete_shards(directory, verify=True)  # a resumed shard is read back whole before it counts
+    discard_shards(directory, scan.bad)
+    done = scan.entries
     tokenized = encoder.tokenize([s.words for s in corpus])
     if cfg.max_length is not None:
         tokenized = [t if isinstance(t, str) or len(t.input_ids) <= cfg.max_length
@@ -133,7 +164,7 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, key: str, input
         log.info("resuming %s: %d sentences already extracted", directory, len(done))
     if cfg.skip_last_ffn:
         encoder.skip_last_ffn()
-    writer = ShardWriter(directory, store_dtype, cfg.shard_mb, next_shard)
+    writer = ShardWriter(directory, store_dtype, cfg.shard_mb, scan.next_shard)
     start = time.perf_counter()
     bar = tqdm(total=len(todo), unit="sent", desc="extract", disable=not cfg.progress, dynamic_ncols=True)
     try:
@@ -146,8 +177,7 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, key: str, input
     finally:
         bar.close()
     seconds = time.perf_counter() - start
-    manifest = {
-        "format": FORMAT_VERSION,
+    write_manifest(directory, {
         "key": key,
         "inputs": inputs,
         "model_name": encoder.name,
@@ -161,8 +191,7 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, key: str, input
         "skipped": skipped_rows,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "extract_seconds": seconds,
-    }
-    write_json(directory / "manifest.json", manifest, indent=1)
+    })
     return ExtractReport(AttentionStore(directory), reused=False, extracted=len(todo), resumed_from=len(done),
                          seconds=seconds)
 

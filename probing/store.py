@@ -3,27 +3,54 @@
 Layout of a store directory::
 
     shard-00000.bin    raw maps (float16 by default), one (L, H, M, M) block per sentence, C order
-    shard-00000.json   which sentences the shard holds, their offsets and position layout
-    manifest.json      written last: the store is complete (and valid) exactly when it exists
+    shard-00000.json   which sentences the shard holds, their offsets and position layout, and the
+                       .bin's byte size and xxh3-64 checksum
+    manifest.json      written last: the store is complete exactly when it exists; it records every
+                       shard's size, checksum and sentence count
 
 Each shard's ``.bin`` is renamed into place before its ``.json``, and each file is written to a
 temporary name first, so a crash leaves either a whole shard or nothing that is read. A rerun resumes
 from the complete shards. ``M = prefix + n_words + suffix`` positions: the model's special tokens stay.
+
+Integrity: opening a store checks every shard's size and index against the manifest (cheap); the first
+read of a shard checks its checksum and that its values are finite (``verify()`` checks all at once). A
+mismatch raises :class:`~probing.errors.StoreError` naming the shards, never numbers.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 import numpy as np
+import xxhash
 
+from probing.errors import StoreError
 from probing.io import atomic_write_bytes, write_json
 
-FORMAT_VERSION = 1
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 2  # 2: shards carry their byte size and checksum
 _DTYPES = {"float16": np.float16, "float32": np.float32}
+MANIFEST = "manifest.json"
+_READ_BLOCK = 16 * 2**20
+
+
+def shard_path(directory: Path, k: int, suffix: str) -> Path:
+    return Path(directory) / f"shard-{k:05d}.{suffix}"
+
+
+def checksum(path: Path) -> str:
+    """xxh3-64 of a file's bytes (hex), read in blocks: a few GB/s, so checking a shard costs about as much
+    as reading it once."""
+    h = xxhash.xxh3_64()
+    with open(path, "rb") as f:
+        while block := f.read(_READ_BLOCK):
+            h.update(block)
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -38,7 +65,8 @@ class SentenceEntry:
 
 
 class ShardWriter:
-    """Accumulates sentences' maps and writes them as shards of about ``shard_mb`` megabytes."""
+    """Accumulates sentences' maps and writes them as shards of about ``shard_mb`` megabytes, each with its
+    byte size and checksum in its index (``shard-K.json``)."""
 
     def __init__(self, directory: Path, dtype: str, shard_mb: int, first_shard: int = 0):
         self.dir = directory
@@ -51,8 +79,11 @@ class ShardWriter:
         self._bytes = 0
 
     def add(self, index: int, maps: np.ndarray, n_words: int, prefix: int) -> None:
-        """Queue one sentence's ``(L, H, M, M)`` maps."""
+        """Queue one sentence's ``(L, H, M, M)`` maps; maps that are not finite are refused."""
         arr = np.ascontiguousarray(maps, dtype=self.dtype)
+        if not np.isfinite(arr).all():
+            raise StoreError(f"sentence {index}: its attention maps are not finite in {arr.dtype} (a float16 "
+                             "overflow? try extract.store_dtype=float32 or model.dtype=float32); nothing stored")
         self._parts.append(arr.reshape(-1))
         self._rows.append({"index": index, "offset": self._offset, "m": int(maps.shape[-1]),
                            "n_words": n_words, "prefix": prefix})
@@ -65,33 +96,90 @@ class ShardWriter:
         if not self._rows:
             return
         k = self.next_shard
-        data = np.concatenate(self._parts)
-        atomic_write_bytes(self.dir / f"shard-{k:05d}.bin", data.tobytes())
-        write_json(self.dir / f"shard-{k:05d}.json", {"shard": k, "elements": int(data.size),
-                                                             "sentences": self._rows})
+        data = np.concatenate(self._parts).tobytes()
+        # the .bin goes first: a shard is complete exactly when its .json exists and matches it
+        atomic_write_bytes(shard_path(self.dir, k, "bin"), data)
+        write_json(shard_path(self.dir, k, "json"), {
+            "shard": k, "elements": len(data) // self.dtype().itemsize, "bytes": len(data),
+            "xxh3_64": xxhash.xxh3_64_hexdigest(data), "sentences": self._rows})
         self.next_shard += 1
         self._parts, self._rows, self._offset, self._bytes = [], [], 0, 0
 
 
-def complete_shards(directory: Path, dtype: str) -> tuple[dict[int, SentenceEntry], int]:
-    """Entries of every whole shard in ``directory`` (a shard whose data is short is ignored),
-    and the next free shard number."""
+def _read_index(path: Path) -> Optional[dict]:
+    """A shard's index, or None when it is missing, unreadable or not an index."""
+    try:
+        meta = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    need = {"shard", "bytes", "xxh3_64", "sentences"}
+    return meta if isinstance(meta, dict) and need <= set(meta) else None
+
+
+def shard_problem(directory: Path, meta: Optional[dict], k: int, verify: bool) -> Optional[str]:
+    """Why shard ``k`` (index ``meta``) cannot be read, or None when it is whole. Sizes always; the
+    checksum when ``verify``."""
+    if meta is None:
+        return f"{shard_path(directory, k, 'json').name} is missing or unreadable"
+    bin_path = shard_path(directory, k, "bin")
+    if not bin_path.is_file():
+        return f"{bin_path.name} is missing"
+    size = bin_path.stat().st_size
+    if size != meta["bytes"]:
+        return f"{bin_path.name} has {size} bytes, its index says {meta['bytes']}"
+    if verify and checksum(bin_path) != meta["xxh3_64"]:
+        return f"{bin_path.name} does not match its checksum (its bytes changed after it was written)"
+    return None
+
+
+@dataclass(frozen=True)
+class ShardScan:
+    """The shards found in a store directory: the sentences of the whole ones, their records for the
+    manifest, the shards that are not whole (``bad``: damaged, or a ``.bin`` whose index never landed) and
+    the next free shard number."""
+
+    entries: dict[int, SentenceEntry]
+    records: list[dict]
+    bad: list[int]
+    next_shard: int
+
+
+def complete_shards(directory: Path, verify: bool) -> ShardScan:
+    """Scan ``directory``'s shards: sizes always, checksums when ``verify`` (see :func:`shard_problem`)."""
+    directory = Path(directory)
     entries: dict[int, SentenceEntry] = {}
-    next_shard = 0
-    itemsize = np.dtype(_DTYPES[str(dtype)]).itemsize
-    for meta_path in sorted(directory.glob("shard-*.json")):
-        try:
-            meta = json.loads(meta_path.read_text())
-        except (json.JSONDecodeError, OSError):
+    records: list[dict] = []
+    numbers = {int(p.stem.split("-")[1]) for p in directory.glob("shard-*.bin")}
+    numbers |= {int(p.stem.split("-")[1]) for p in directory.glob("shard-*.json")}
+    bad = []
+    for k in sorted(numbers):
+        meta = _read_index(shard_path(directory, k, "json"))
+        problem = shard_problem(directory, meta, k, verify)
+        if problem is not None:
+            log.warning("%s: %s", directory, problem)
+            bad.append(k)
             continue
-        k = meta["shard"]
-        next_shard = max(next_shard, k + 1)
-        bin_path = directory / f"shard-{k:05d}.bin"
-        if not bin_path.is_file() or bin_path.stat().st_size != meta["elements"] * itemsize:
-            continue
+        records.append({"shard": k, "bytes": meta["bytes"], "xxh3_64": meta["xxh3_64"],
+                        "sentences": len(meta["sentences"])})
         for r in meta["sentences"]:
             entries[r["index"]] = SentenceEntry(k, r["offset"], r["m"], r["n_words"], r["prefix"])
-    return entries, next_shard
+    return ShardScan(entries, records, bad, max(numbers, default=-1) + 1)
+
+
+def discard_shards(directory: Path, shards: Sequence[int]) -> None:
+    """Remove shards (both files) and the manifest, so extraction re-extracts their sentences."""
+    for k in shards:
+        for suffix in ("bin", "json"):
+            shard_path(directory, k, suffix).unlink(missing_ok=True)
+    (Path(directory) / MANIFEST).unlink(missing_ok=True)
+
+
+def write_manifest(directory: Path, fields: dict) -> dict:
+    """``manifest.json``, written last (the store is complete exactly when it exists): ``fields`` plus the
+    format and a record (size, checksum, sentences) of every whole shard in the directory."""
+    manifest = {"format": FORMAT_VERSION, **fields, "shards": complete_shards(directory, verify=False).records}
+    write_json(Path(directory) / MANIFEST, manifest, indent=1)
+    return manifest
 
 
 class AttentionStore:
@@ -103,27 +191,53 @@ class AttentionStore:
 
     def __init__(self, directory: str | Path):
         self.dir = Path(directory)
-        manifest_path = self.dir / "manifest.json"
+        manifest_path = self.dir / MANIFEST
         if not manifest_path.is_file():
-            raise FileNotFoundError(f"{self.dir}: not a complete attention store (no manifest.json)")
-        self.manifest: dict = json.loads(manifest_path.read_text())
-        if self.manifest.get("format") != FORMAT_VERSION:
-            raise ValueError(f"{self.dir}: store format {self.manifest.get('format')} != {FORMAT_VERSION}")
-        self.num_layers: int = self.manifest["num_layers"]
-        self.num_heads: int = self.manifest["num_heads"]
-        self.n_sentences: int = self.manifest["n_sentences"]
-        self.dtype = _DTYPES[self.manifest["store_dtype"]]
-        entries, _ = complete_shards(self.dir, self.manifest["store_dtype"])
+            raise FileNotFoundError(f"{self.dir}: not a complete attention store (no {MANIFEST})")
+        try:
+            self.manifest: dict = json.loads(manifest_path.read_text())
+            fmt = self.manifest.get("format")
+        except (OSError, ValueError, AttributeError) as e:
+            raise StoreError(f"{manifest_path}: unreadable ({type(e).__name__}); the store is rebuilt when "
+                             "extraction runs again, or delete its directory") from None
+        if fmt != FORMAT_VERSION:
+            raise StoreError(f"{self.dir}: store format {fmt} != {FORMAT_VERSION} (written by another version of "
+                             "probing); delete the directory to rebuild it")
+        try:
+            self.num_layers: int = self.manifest["num_layers"]
+            self.num_heads: int = self.manifest["num_heads"]
+            self.n_sentences: int = self.manifest["n_sentences"]
+            self.dtype = _DTYPES[self.manifest["store_dtype"]]
+            records = {int(r["shard"]): r for r in self.manifest["shards"]}
+        except (KeyError, TypeError, ValueError) as e:
+            raise StoreError(f"{manifest_path}: not an attention-store manifest (no valid {e}); delete the "
+                             "store directory to rebuild it") from None
         n = self.n_sentences
         self.shard = np.full(n, -1, dtype=np.int32)
         self.offset = np.zeros(n, dtype=np.int64)
         self.m = np.zeros(n, dtype=np.int32)
         self.n_words = np.zeros(n, dtype=np.int32)
         self.prefix = np.zeros(n, dtype=np.int32)
-        for i, e in entries.items():
-            self.shard[i], self.offset[i], self.m[i], self.n_words[i], self.prefix[i] = (
-                e.shard, e.offset, e.m, e.n_words, e.prefix)
+        problems: dict[int, str] = {}
+        for k, rec in records.items():
+            meta = _read_index(shard_path(self.dir, k, "json"))
+            problem = shard_problem(self.dir, meta, k, verify=False)
+            if problem is None and (meta["bytes"], meta["xxh3_64"], len(meta["sentences"])) != (
+                    rec["bytes"], rec["xxh3_64"], rec["sentences"]):
+                problem = f"{shard_path(self.dir, k, 'json').name} does not match the manifest"
+            if problem is not None:
+                problems[k] = problem
+                continue
+            for r in meta["sentences"]:
+                i = r["index"]
+                self.shard[i], self.offset[i], self.m[i], self.n_words[i], self.prefix[i] = (
+                    k, r["offset"], r["m"], r["n_words"], r["prefix"])
+        if problems:
+            raise StoreError(f"{self.dir}: damaged attention store: " + "; ".join(problems.values()),
+                             damaged=tuple(sorted(problems)))
+        self._records = records
         self._maps: dict[int, np.memmap] = {}
+        self._verified: set[int] = set()
 
     # ---- metadata ---------------------------------------------------------------------------------
     @property
@@ -146,13 +260,43 @@ class AttentionStore:
         return self.manifest.get("skipped", [])
 
     def size_bytes(self) -> int:
-        return sum(p.stat().st_size for p in self.dir.glob("shard-*.bin"))
+        return sum(int(r["bytes"]) for r in self._records.values())
 
     # ---- data -------------------------------------------------------------------------------------
+    def _check_contents(self, k: int) -> Optional[str]:
+        """Why shard ``k``'s bytes cannot be used (checksum, finiteness), or None."""
+        path = shard_path(self.dir, k, "bin")
+        if checksum(path) != self._records[k]["xxh3_64"]:
+            return f"{path.name} does not match its checksum (its bytes changed after it was written)"
+        if not np.isfinite(np.memmap(path, dtype=self.dtype, mode="r")).all():
+            return f"{path.name} holds values that are not finite"
+        return None
+
+    def verify(self) -> list[int]:
+        """Check every shard's checksum and values now; returns the damaged shard numbers (and logs why)."""
+        damaged = []
+        for k in sorted(self._records):
+            if k in self._verified:
+                continue
+            problem = self._check_contents(k)
+            if problem is None:
+                self._verified.add(k)
+            else:
+                log.warning("%s: %s", self.dir, problem)
+                damaged.append(k)
+        return damaged
+
     def _shard(self, k: int) -> np.memmap:
         mm = self._maps.get(k)
         if mm is None:
-            mm = np.memmap(self.dir / f"shard-{k:05d}.bin", dtype=self.dtype, mode="r")
+            if k not in self._verified:  # checksum on first read: a damaged shard never yields numbers
+                problem = self._check_contents(k)
+                if problem is not None:
+                    raise StoreError(f"{self.dir}: {problem}. Re-extract it with the same model and data and "
+                                     "extract.verify=true (e.g. probing task=extract extract.verify=true ...)",
+                                     damaged=(k,))
+                self._verified.add(k)
+            mm = np.memmap(shard_path(self.dir, k, "bin"), dtype=self.dtype, mode="r")
             self._maps[k] = mm
         return mm
 

@@ -48,7 +48,7 @@ PROBE_FORMAT = 1
 # Readers without splits: the probe holds out the last ``probe.eval_fraction`` of the one corpus.
 SINGLE_SPLIT_KINDS = {DataKind.grammar, DataKind.conllu, DataKind.text}
 # Extraction settings that never change the maps (left out of the config key).
-_VOLATILE_EXTRACT = ("batch_size", "max_batch_tokens", "progress", "cache_dir", "shard_mb")
+_VOLATILE_EXTRACT = ("batch_size", "max_batch_tokens", "progress", "cache_dir", "shard_mb", "verify")
 
 
 def config_key(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: ProbeConfig) -> str:

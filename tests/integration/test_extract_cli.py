@@ -81,3 +81,39 @@ def test_missing_ud_ewt_says_where_to_get_it(tmp_path):
 def test_config_typo_fails_at_start(tmp_path):
     r = probing("task=extract", "extract.polling=first", cwd=tmp_path)
     assert r.returncode != 0 and "Key 'polling' not in 'ExtractConfig'" in r.stderr
+
+
+@pytest.mark.slow
+def test_a_damaged_store_is_rebuilt_or_refused_by_name_and_never_scored(tmp_path):
+    """The issue's reproduction: damage a finished store, run task=heads on the same data again."""
+    base = ["task=heads", "data.n_sentences=60", "extract.shard_mb=0", "extract.progress=false",
+            "heads.bootstrap=50", "heads.figures=false", "heads.distances=false", "report.enabled=false"]
+
+    def heads(name: str, *extra: str) -> subprocess.CompletedProcess:
+        return probing(*base, *extra, f"hydra.run.dir={tmp_path / name}", cwd=tmp_path)
+
+    assert heads("clean").returncode == 0
+    clean = (tmp_path / "clean" / "heads.csv").read_text()
+    store = next(p for p in (tmp_path / "cache").iterdir() if p.is_dir() and p.name.startswith("minilm-grammar"))
+    # a truncated shard: found when the store opens, re-extracted, and the numbers are a clean build's
+    os.truncate(store / "shard-00001.bin", 100)
+    r = heads("truncated")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "shard-00001.bin has 100 bytes" in r.stdout and "re-extracting what is damaged" in r.stdout
+    assert "built: 60 of 60" in r.stdout and (tmp_path / "truncated" / "heads.csv").read_text() == clean
+    meta = json.loads((tmp_path / "truncated" / "run_meta.json").read_text())
+    assert meta["stores"][0]["reused"] is False and meta["stores"][0]["sentences"] == 60
+    # bytes changed in place (same size): refused with one line naming the shard, no tables written
+    path = store / "shard-00003.bin"
+    data = bytearray(path.read_bytes())
+    data[10:12] = b"\x00\x3c"  # float16 1.0: a plausible value
+    path.write_bytes(bytes(data))
+    r = heads("flipped")
+    assert r.returncode == 2
+    errors = [line for line in (r.stdout + r.stderr).splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "shard-00003.bin does not match its checksum" in errors[0], r.stdout[-2000:]
+    assert "Traceback" not in r.stdout + r.stderr and not (tmp_path / "flipped" / "heads.csv").exists()
+    # extract.verify=true checks every checksum, re-extracts the damaged shard, and the numbers are clean
+    r = heads("verified", "extract.verify=true")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (tmp_path / "verified" / "heads.csv").read_text() == clean

@@ -13,8 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from probing.corpus import Corpus, Sentence
-from probing.io import write_json
-from probing.store import AttentionStore, ShardWriter
+from probing.store import AttentionStore, ShardWriter, write_manifest
 
 RELS = ["det", "nsubj", "obj", "nmod", "nmod:poss", "punct"]
 
@@ -70,8 +69,8 @@ def build_store(directory: Path, corpus: Corpus, layers: int = 2, heads: int = 3
     for i, s in enumerate(corpus):
         w.add(i, planted_maps(s, layers, heads, rng), len(s), 1)
     w.flush()
-    write_json(directory / "manifest.json", {
-        "format": 1, "key": "synthetic", "inputs": {"pooling": "mean_sum"}, "model_name": "planted",
+    write_manifest(directory, {
+        "key": "synthetic", "inputs": {"pooling": "mean_sum"}, "model_name": "planted",
         "corpus_name": corpus.name, "split": corpus.split, "n_sentences": len(corpus), "num_layers": layers,
         "num_heads": heads, "store_dtype": dtype, "special_tokens": ["[CLS]", "[SEP]"], "skipped": []})
     return AttentionStore(directory)

@@ -14,9 +14,8 @@ import numpy as np
 
 from probing.config import ProbeConfig
 from probing.corpus import Corpus, Sentence
-from probing.io import write_json
 from probing.probes.data import ProbeSplit
-from probing.store import AttentionStore, ShardWriter
+from probing.store import AttentionStore, ShardWriter, write_manifest
 
 LABELS = ("nsubj", "obj", "det", "amod")
 LABEL_P = (0.55, 0.25, 0.12, 0.08)
@@ -59,8 +58,8 @@ def write_store(corpus: Corpus, directory: Path, seed: int = 0, strength: float 
                     maps[layer, head, 1 + d] = row
         w.add(i, maps.astype(np.float32), n_words=n, prefix=1)
     w.flush()
-    write_json(directory / "manifest.json", {"format": 1, "key": "synth", "num_layers": 2, "num_heads": 4,
-                                                    "n_sentences": len(corpus), "store_dtype": "float32"})
+    write_manifest(directory, {"key": "synth", "num_layers": 2, "num_heads": 4, "n_sentences": len(corpus),
+                               "store_dtype": "float32"})
     return AttentionStore(directory)
 
 

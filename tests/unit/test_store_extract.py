@@ -17,7 +17,7 @@ from probing.config import ExtractConfig
 from probing.corpus import Corpus, Sentence
 from probing.extract import extract
 from probing.io import write_json
-from probing.store import AttentionStore, ShardWriter
+from probing.store import AttentionStore, ShardWriter, write_manifest
 
 TEXTS = [
     "the cat sat on the mat .", "i am going to deposit my money at the bank .", "the dog saw a big red house",
@@ -49,8 +49,8 @@ def test_round_trip(tmp_path):
     for i, a in arrays.items():
         w.add(i, a, n_words=a.shape[-1] - 2, prefix=1)
     w.flush()
-    write_json(tmp_path / "manifest.json", {"format": 1, "key": "k", "num_layers": 2, "num_heads": 3,
-                                                   "n_sentences": 4, "store_dtype": "float32"})
+    write_manifest(tmp_path, {"key": "k", "num_layers": 2, "num_heads": 3, "n_sentences": 4,
+                              "store_dtype": "float32"})
     store = AttentionStore(tmp_path)
     assert list(store.indices) == [0, 1, 3] and 2 not in store and len(store) == 3
     for i, a in arrays.items():
@@ -125,9 +125,9 @@ def test_resume_after_crash(tiny_encoder, tmp_path, monkeypatch):
         AttentionStore(directory)
     # a torn shard: data shorter than its index says; and a stray temporary file
     (directory / "shard-00099.bin").write_bytes(b"\0" * 8)
-    write_json(directory / "shard-00099.json", {"shard": 99, "elements": 1000,
-                                                       "sentences": [{"index": 0, "offset": 0, "m": 3,
-                                                                      "n_words": 1, "prefix": 1}]})
+    write_json(directory / "shard-00099.json", {"shard": 99, "elements": 1000, "bytes": 4000, "xxh3_64": "0",
+                                                "sentences": [{"index": 0, "offset": 0, "m": 3, "n_words": 1,
+                                                               "prefix": 1}]})
     (directory / ".shard-00100.bin.1.tmp").write_bytes(b"junk")
     monkeypatch.setattr(ex, "word_maps", real)
     r = extract(tiny_encoder, c, c_cfg)
