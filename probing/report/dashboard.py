@@ -21,7 +21,7 @@ from markupsafe import Markup
 from probing import schema
 from probing.report import dashboard_figures
 from probing.report.html import figure_div, image_tag, render_template, write_page
-from probing.report.sources import Source, describe, load_sources
+from probing.report.sources import Source, describe, is_finished, is_run_dir, load_sources
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +138,10 @@ def write_dashboard(run_dirs: Sequence[Path], out_file: Path, title: Optional[st
     """
     sources = load_sources([Path(p) for p in run_dirs])
     if not sources:
+        unfinished = [str(p) for p in run_dirs if not is_finished(Path(p)) and is_run_dir(Path(p))]
         raise FileNotFoundError("nothing to report: no heads, probe or sweep tables in " +
-                                ", ".join(str(p) for p in run_dirs))
+                                ", ".join(str(p) for p in run_dirs) +
+                                (f" (unfinished runs left out: {', '.join(unfinished)})" if unfinished else ""))
     if relations:
         for s in sources:
             if s.heads is not None:

@@ -56,6 +56,12 @@ def is_run_dir(path: Path) -> bool:
                                               f"{schema.HEADS.name}.parquet"))
 
 
+def is_finished(path: Path) -> bool:
+    """A run is finished when its ``metrics.json`` exists: runs write it after every table (the mark of a
+    complete run dir), so a run that failed part-way has tables but no ``metrics.json``."""
+    return (Path(path) / schema.METRICS_FILE).is_file()
+
+
 def job_dirs(path: Path) -> list[Path]:
     """The job dirs of a Hydra sweep dir (numbered sub-dirs that are run dirs), in job order."""
     subs = [p for p in path.iterdir() if p.is_dir() and p.name.isdigit() and is_run_dir(p)]
@@ -102,8 +108,13 @@ def load_run(run_dir: Path) -> Source:
 
 
 def load_sweep(sweep_dir: Path, jobs: list[Path]) -> list[Source]:
-    """A sweep dir: one source per heads job, one source for all probe jobs together."""
-    runs = [load_run(j) for j in jobs]
+    """A sweep dir: one source per heads job, one source for all probe jobs together; unfinished jobs are
+    left out and counted in a note."""
+    unfinished = [j for j in jobs if not is_finished(j)]
+    if unfinished:
+        log.warning("%s: %d unfinished jobs left out (no %s): %s", sweep_dir, len(unfinished), schema.METRICS_FILE,
+                    ", ".join(j.name for j in unfinished))
+    runs = [load_run(j) for j in jobs if is_finished(j)]
     sources = [r for r in runs if r.heads is not None]
     table = _read_table(sweep_dir, schema.SWEEP.name)
     probe_frames = [r.probes.assign(job=r.path.name) for r in runs if r.probes is not None]
@@ -121,6 +132,8 @@ def load_sweep(sweep_dir: Path, jobs: list[Path]) -> list[Source]:
                            figures=[] if keys else figures)
             if failed is not None and len(failed):
                 sweep.notes.append(f"{len(failed)} failed or incomplete jobs (failed_jobs.csv)")
+            elif unfinished:
+                sweep.notes.append(f"{len(unfinished)} unfinished jobs left out (no {schema.METRICS_FILE})")
             sweep.label = source_label(sweep, sweep=True)
             sources.append(sweep)
     return sources
@@ -136,6 +149,10 @@ def load_sources(paths: list[Path]) -> list[Source]:
         jobs = job_dirs(p)
         if (p / f"{schema.SWEEP.name}.csv").exists() or (p / f"{schema.SWEEP.name}.parquet").exists() or jobs:
             got = load_sweep(p, jobs)
+        elif is_run_dir(p) and not is_finished(p):
+            log.warning("%s: an unfinished run (no %s: it failed or is still running); left out", p,
+                        schema.METRICS_FILE)
+            got = []
         elif is_run_dir(p):
             got = [load_run(p)]
         else:

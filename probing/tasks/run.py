@@ -18,8 +18,9 @@ from omegaconf import DictConfig
 
 from probing.config import ReportConfig, RunConfig, TaskName, to_plain
 from probing.encoder import resolved_device
+from probing.errors import ProbingError
 from probing.io import write_json
-from probing.results import write_run_meta
+from probing.results import read_metrics, write_run_meta
 from probing.schema import METRICS_FILE
 from probing.tasks import extract, heads, inspect, probe
 from probing.tasks.base import RunOutput, TaskResult
@@ -55,12 +56,26 @@ def _write_dashboard(out_dir: Path, report: ReportConfig) -> None:
         log.warning("could not write the dashboard (%s: %s)", type(e).__name__, e)
 
 
+def _claim(out_dir: Path, cfg: RunConfig, name: TaskName) -> None:
+    """Refuse a run dir that holds another run's results. A probe job re-run into its own sweep dir with the
+    same config is not another run (it returns or recomputes its own results)."""
+    existing = read_metrics(out_dir)
+    if not existing:
+        return
+    if name is TaskName.probe and existing.get("config_key") == probe.config_key(cfg.model, cfg.data, cfg.extract,
+                                                                                 cfg.probe):
+        return
+    raise ProbingError(f"{out_dir} already holds the results of another run ({METRICS_FILE}); "
+                       "give a new hydra.run.dir (or remove that dir)")
+
+
 def run(cfg: DictConfig | RunConfig, out_dir: Path, job_name: Optional[str] = None) -> TaskResult:
     """Run the task ``cfg.task.name`` into ``out_dir``; returns its result (metrics as written)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     name = TaskName(cfg.task.name)
     task = TASKS[name]
+    _claim(out_dir, cfg, name)
     container = to_plain(cfg)
     tracker = make_tracker(cfg.logger, container, out_dir, job_name)
     ok = False
@@ -68,9 +83,10 @@ def run(cfg: DictConfig | RunConfig, out_dir: Path, job_name: Optional[str] = No
     try:
         result = task.from_config(cfg, RunOutput(out_dir, tracker))
         result.metrics = {"task": name.value, **result.metrics, "seconds": round(time.perf_counter() - start, 3)}
-        write_json(out_dir / METRICS_FILE, result.metrics)
         write_run_meta(out_dir, task=name.value, seed=cfg.seed, device=resolved_device(cfg.model.device),
                        stores=result.stores, config=container)
+        # metrics.json last: it marks a finished run dir (the collector and the dashboard skip runs without it)
+        write_json(out_dir / METRICS_FILE, result.metrics)
         if task.dashboard and cfg.report.enabled:
             _write_dashboard(out_dir, cfg.report)
         log.info("results: %s", out_dir)

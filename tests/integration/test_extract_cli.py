@@ -117,3 +117,22 @@ def test_a_damaged_store_is_rebuilt_or_refused_by_name_and_never_scored(tmp_path
     r = heads("verified", "extract.verify=true")
     assert r.returncode == 0, r.stderr[-2000:]
     assert (tmp_path / "verified" / "heads.csv").read_text() == clean
+
+
+@pytest.mark.slow
+def test_runs_started_together_get_their_own_run_dirs_and_never_share_one(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PROBING_CACHE_DIR": str(tmp_path / "cache"),
+           "PROBING_RESULTS_DIR": str(tmp_path / "results")}
+    args = [sys.executable, "-m", "probing.cli", "task=extract", "data.n_sentences=5", "extract.progress=false"]
+    procs = [subprocess.Popen(args + [f"data.seed={k}"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for k in range(2)]
+    assert [p.wait(timeout=600) for p in procs] == [0, 0]
+    runs = sorted((tmp_path / "results" / "default").iterdir())
+    assert len(runs) == 2  # microseconds in the name: two runs in the same second still differ
+    seeds = sorted(json.loads((r / "run_meta.json").read_text())["config"]["data"]["seed"] for r in runs)
+    assert seeds == [0, 1] and all((r / "metrics.json").is_file() for r in runs)
+    # a run never writes into a dir that holds another run's results
+    before = (runs[0] / "metrics.json").read_text()
+    r = probing("task=extract", "data.n_sentences=7", f"hydra.run.dir={runs[0]}", cwd=tmp_path)
+    assert r.returncode == 2 and "already holds the results of another run" in r.stdout + r.stderr
+    assert (runs[0] / "metrics.json").read_text() == before

@@ -121,6 +121,10 @@ def test_cli_errors_and_default_output(tmp_path, capsys):
     assert e.value.code == 2 and "not a run or sweep dir" in capsys.readouterr().err
     run = tmp_path / "run"
     write_table(heads_table(), run, "heads")
+    with pytest.raises(SystemExit) as e:  # tables without metrics.json: a run that failed part-way
+        main([str(run)])
+    assert e.value.code == 2 and "unfinished runs left out: " + str(run) in capsys.readouterr().err
+    put_json(run / "metrics.json", {"task": "heads"})
     main([str(run)])
     assert capsys.readouterr().out.strip() == str((run / "dashboard.html").resolve())
     main([str(run), "--relations", "nsubj", "--out", str(tmp_path / "one.html")])
@@ -151,6 +155,7 @@ def test_tree_figures_score_undirected_trees_by_uuas(tmp_path):
     run = tmp_path / "run"
     write_table(pd.DataFrame(rows), run, "trees")
     write_table(heads_table(), run, "heads")
+    put_json(run / "metrics.json", {"task": "heads"})
     figs = F.tree_figures(load_sources([run]))
     assert [(t, n) for t, _, n in figs] == [("trees: mst_directed, dep_to_head (UAS)", 1),
                                             ("trees: mst_undirected, undirected (UUAS)", 1)]
