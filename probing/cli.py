@@ -37,18 +37,43 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     multirun = hc.mode.name == "MULTIRUN"
     try:
         result = run(cfg, out_dir, job_name=f"{hc.job.name}-{hc.job.num}" if multirun else None)
-    except USER_ERRORS as e:
-        log.error("error: %s", e)
+    except (*USER_ERRORS, OSError) as e:
+        if isinstance(e, OSError) and e.filename is not None:  # a folder that cannot be written (or read)
+            log.error("error: %s: %s (check that the folder exists and is writable: PROBING_CACHE_DIR, "
+                      "PROBING_RESULTS_DIR, hydra.run.dir)", e.filename, e.strerror)
+        else:
+            log.error("error: %s", e)
         if multirun:
             raise
         sys.exit(2)
     return result.metrics.get("objective")  # the sweeper's objective (a probe's headline score)
 
 
+def _writable(folder: Path) -> Optional[str]:
+    """Why results cannot be written under ``folder`` (None when they can): checked before Hydra makes the
+    run dir, whose own failure is a traceback."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".probing-write-check-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        return f"{e.filename or folder}: {e.strerror}"
+    return None
+
+
 def main() -> None:
     """The ``probing`` command."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if not any(a in ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info") for a in sys.argv[1:]):
+        given = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]
+        for folder in given or [os.environ.get("PROBING_RESULTS_DIR", "results")]:
+            problem = _writable(Path(folder))
+            if problem:
+                print(f"error: cannot write results: {problem} (set PROBING_RESULTS_DIR or hydra.run.dir to a "
+                      "writable folder)", file=sys.stderr)
+                sys.exit(2)
     _hydra_main()
 
 
@@ -91,7 +116,8 @@ def report_main(argv: Optional[Sequence[str]] = None) -> None:
                                      description="One self-contained HTML dashboard comparing runs and sweeps.")
     parser.add_argument("dirs", nargs="+", type=Path, help="run dirs or sweep dirs (results/<experiment>/...)")
     parser.add_argument("--out", type=Path, default=None,
-                        help="the HTML file (default: DIR/dashboard.html for one dir, ./dashboard.html for several)")
+                        help="the HTML file (default: DIR/dashboard.html for one dir; for several, a new file in "
+                             "$PROBING_RESULTS_DIR, default results/)")
     parser.add_argument("--title", default=None)
     parser.add_argument("--relations", default=None,
                         help="comma-separated relations to show in the heads section (default: all)")

@@ -8,6 +8,7 @@ type fails at start-up, naming the key.
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, List, Optional
@@ -308,6 +309,25 @@ def to_plain(node: Any) -> dict:
     if dataclasses.is_dataclass(node):
         return {k: enum_value(v) for k, v in dataclasses.asdict(node).items()}
     return dict(node)
+
+
+def unknown_keys(cfg: Any, schema: type = None) -> list[tuple[str, list[str]]]:
+    """Keys of a composed config that its schema lacks, each with the keys its section does have. Hydra's
+    ``+key=value`` adds keys even to typed sections, so a typo written that way is only caught here."""
+    schema = schema or RunConfig
+    out: list[tuple[str, list[str]]] = []
+
+    def walk(node: Any, kind: type, prefix: str) -> None:
+        hints = typing.get_type_hints(kind)
+        names = [f.name for f in dataclasses.fields(kind)]
+        for key in node.keys():
+            if key not in hints:
+                out.append((prefix + str(key), names))
+            elif dataclasses.is_dataclass(hints[key]) and OmegaConf.is_dict(node[key]):
+                walk(node[key], hints[key], f"{prefix}{key}.")
+
+    walk(cfg, schema, "")
+    return out
 
 
 def register_configs() -> None:

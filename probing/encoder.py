@@ -42,11 +42,23 @@ def resolved_device(name: str) -> str:
 
 
 def _device(name: str) -> torch.device:
+    """``model.device`` as a torch device; a name torch does not know, or a device this machine lacks, is
+    one :class:`ModelLoadError` line."""
     if name == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
         return torch.device("cpu")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise ModelLoadError(f"model.device={name}: not a device torch knows; use auto, cpu, cuda, cuda:N "
+                             "or mps") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ModelLoadError(f"model.device={name}: no CUDA device on this machine (model.device=auto picks "
+                             "what there is)")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        raise ModelLoadError(f"model.device={name}: MPS is not available on this machine")
+    return device
 
 
 _DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}

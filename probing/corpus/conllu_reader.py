@@ -49,6 +49,9 @@ def _parse_block(path: str, block: list[tuple[int, str]], index: int) -> Sentenc
         cols = line.split("\t")
         if len(cols) != 10:
             raise CorpusError.at(path, no, f"expected 10 tab-separated columns, found {len(cols)}")
+        for col, field_name in ((1, "FORM"), (3, "UPOS"), (6, "HEAD"), (7, "DEPREL")):
+            if not cols[col].strip():  # the UD validator's "empty field" error; '_' is a value
+                raise CorpusError.at(path, no, f"empty {field_name} field (column {col + 1})")
         try:
             token = parse_line(line, DEFAULT_FIELDS)
         except ParseException as e:
@@ -83,7 +86,7 @@ def _parse_block(path: str, block: list[tuple[int, str]], index: int) -> Sentenc
 
 
 def _kind(reason: str) -> str:
-    for key in ("columns", "not an integer", "out of range", "cycle", "no root", "roots", "no words", "own head"):
+    for key in ("empty", "columns", "not an integer", "out of range", "cycle", "no root", "roots", "no words", "own head"):
         if key in reason:
             return key.strip()
     return "malformed"
@@ -92,9 +95,19 @@ def _kind(reason: str) -> str:
 def read_conllu(path: str | Path, split: str, strict: bool, name: Optional[str] = None) -> Corpus:
     """Read one CoNLL-U file. ``strict=False`` skips malformed sentences and records why."""
     p = Path(path)
+    if p.is_dir():
+        raise CorpusError.at(str(p), None, "is a directory, not a CoNLL-U file (data=conllu reads one file; for "
+                                           "the EWT folder use data=ud_ewt data.dir=DIR)")
     if not p.is_file():
         raise CorpusError.at(str(p), None, "no such CoNLL-U file")
-    lines = p.read_text(encoding="utf-8").splitlines()
+    raw = p.read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[:e.start].count(b"\n") + 1
+        hint = " (it looks like UTF-16: convert it to UTF-8)" if raw[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        raise CorpusError.at(str(p), line, f"not UTF-8 text (byte {e.start}); CoNLL-U files are UTF-8{hint}") from None
+    lines = text.splitlines()
     sentences: list[Sentence] = []
     skipped: list[Skip] = []
     for index, (first, block) in enumerate(_blocks(lines)):

@@ -10,6 +10,7 @@ rendered into ``#status`` (``data-heatmaps``, beside ``data-expected``) so a hea
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any, NamedTuple, Optional, Sequence
@@ -151,5 +152,9 @@ def write_dashboard(run_dirs: Sequence[Path], out_file: Path, title: Optional[st
 
 
 def default_out(dirs: Sequence[Path]) -> Path:
-    """``<dir>/dashboard.html`` for one dir, ``./dashboard.html`` when comparing several."""
-    return Path(dirs[0]) / "dashboard.html" if len(dirs) == 1 else Path("dashboard.html")
+    """``<dir>/dashboard.html`` for one dir; for several, a new file in the results folder
+    (``$PROBING_RESULTS_DIR``, default ``results/``), never the current directory."""
+    if len(dirs) == 1:
+        return Path(dirs[0]) / "dashboard.html"
+    results = Path(os.environ.get("PROBING_RESULTS_DIR", "results"))
+    return results / f"dashboard_{time.strftime('%Y-%m-%d_%H-%M-%S')}.html"

@@ -8,6 +8,7 @@ the tracker. A new task is a module with ``from_config(cfg, out) -> TaskResult``
 
 from __future__ import annotations
 
+import difflib
 import logging
 import time
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Callable, Optional
 
 from omegaconf import DictConfig
 
-from probing.config import ReportConfig, RunConfig, TaskName, to_plain
+from probing.config import ReportConfig, RunConfig, TaskName, to_plain, unknown_keys
 from probing.encoder import resolved_device
 from probing.errors import ProbingError
 from probing.io import write_json
@@ -45,15 +46,26 @@ TASKS: dict[TaskName, Task] = {
 }
 
 
-def _write_dashboard(out_dir: Path, report: ReportConfig) -> None:
+def _write_dashboard(out_dir: Path, report: ReportConfig) -> Optional[Path]:
     """The run's dashboard; a failure here is a warning, the run's tables stand."""
     try:
         from probing.report.dashboard import write_dashboard
 
-        path = write_dashboard([out_dir], out_dir / report.file)
-        log.info("dashboard: %s", path)
+        return write_dashboard([out_dir], out_dir / report.file)
     except Exception as e:  # noqa: BLE001 - the report must never cost the results
         log.warning("could not write the dashboard (%s: %s)", type(e).__name__, e)
+        return None
+
+
+def _check_keys(cfg: RunConfig) -> None:
+    """A key the schema lacks (a typo added with Hydra's ``+key=value``) is refused, naming it."""
+    unknown = unknown_keys(cfg)
+    if unknown:
+        key, known = unknown[0]
+        leaf = key.rsplit(".", 1)[-1]
+        close = difflib.get_close_matches(leaf, known, n=1)
+        hint = f"; did you mean {key.rsplit('.', 1)[0] + '.' if '.' in key else ''}{close[0]}?" if close else ""
+        raise ProbingError(f"unknown config key {key!r} (+{key}=... adds keys the schema does not have){hint}")
 
 
 def _claim(out_dir: Path, cfg: RunConfig, name: TaskName) -> None:
@@ -75,28 +87,34 @@ def run(cfg: DictConfig | RunConfig, out_dir: Path, job_name: Optional[str] = No
     out_dir.mkdir(parents=True, exist_ok=True)
     name = TaskName(cfg.task.name)
     task = TASKS[name]
+    _check_keys(cfg)
+    device = resolved_device(cfg.model.device)  # a device this machine lacks fails before any work
     _claim(out_dir, cfg, name)
     container = to_plain(cfg)
     tracker = make_tracker(cfg.logger, container, out_dir, job_name)
     ok = False
     start = time.perf_counter()
+    dashboard = None
     try:
         result = task.from_config(cfg, RunOutput(out_dir, tracker))
         result.metrics = {"task": name.value, **result.metrics, "seconds": round(time.perf_counter() - start, 3)}
-        write_run_meta(out_dir, task=name.value, seed=cfg.seed, device=resolved_device(cfg.model.device),
-                       stores=result.stores, config=container)
+        write_run_meta(out_dir, task=name.value, seed=cfg.seed, device=device, stores=result.stores,
+                       config=container)
         # metrics.json last: it marks a finished run dir (the collector and the dashboard skip runs without it)
         write_json(out_dir / METRICS_FILE, result.metrics)
         if task.dashboard and cfg.report.enabled:
-            _write_dashboard(out_dir, cfg.report)
-        log.info("results: %s", out_dir)
-        if result.console:
-            log.info("%s", result.console)
+            dashboard = _write_dashboard(out_dir, cfg.report)
         tracker.log_metrics({k: v for k, v in result.metrics.items() if isinstance(v, (int, float, str, bool))})
         ok = True
-        return result
     finally:
         try:
             tracker.finish(ok)
         except Exception as e:  # noqa: BLE001
             log.warning("tracker finish failed: %s", e)
+    # after the tracker's own closing lines, so the summary is what the console ends with
+    log.info("results: %s", out_dir)
+    if result.console:
+        log.info("%s", result.console)
+    if dashboard is not None:
+        log.info("dashboard: %s", dashboard)
+    return result

@@ -136,3 +136,44 @@ def test_runs_started_together_get_their_own_run_dirs_and_never_share_one(tmp_pa
     r = probing("task=extract", "data.n_sentences=7", f"hydra.run.dir={runs[0]}", cwd=tmp_path)
     assert r.returncode == 2 and "already holds the results of another run" in r.stdout + r.stderr
     assert (runs[0] / "metrics.json").read_text() == before
+
+
+def one_error_line(r: subprocess.CompletedProcess) -> str:
+    """The run failed with exit status 2 and said why in exactly one ``error:`` line, with no traceback."""
+    out = r.stdout + r.stderr
+    assert r.returncode == 2, out[-2000:]
+    assert "Traceback" not in out, out[-2000:]
+    (line,) = [ln for ln in out.splitlines() if ln.startswith("error:")]
+    return line
+
+
+@pytest.mark.slow
+def test_user_errors_are_one_line_naming_what_to_fix(tmp_path):
+    run = ["task=extract", "data.n_sentences=5", "extract.progress=false"]
+    # a typo added with + (Hydra's own suggestion after a plain typo) is refused like a typo
+    line = one_error_line(probing(*run, "+extract.polling=first", cwd=tmp_path))
+    assert "unknown config key 'extract.polling'" in line and "did you mean extract.pooling?" in line
+    line = one_error_line(probing(*run, "model.device=tpu", cwd=tmp_path))
+    assert "model.device=tpu: not a device torch knows" in line
+    # folders that cannot be written: the results root (before Hydra makes the run dir) and the cache
+    line = one_error_line(probing(*run, cwd=tmp_path, env_extra={"PROBING_RESULTS_DIR": "/proc/probing-nope"}))
+    assert "cannot write results: /proc/probing-nope" in line and "PROBING_RESULTS_DIR" in line
+    line = one_error_line(probing(*run, cwd=tmp_path, env_extra={"PROBING_CACHE_DIR": "/proc/probing-nope"}))
+    assert "/proc/probing-nope" in line and "PROBING_CACHE_DIR" in line
+    # a UTF-16 treebank, and a folder given as data.path
+    f = tmp_path / "u16.conllu"
+    f.write_bytes("1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n\n".encode("utf-16"))
+    line = one_error_line(probing("task=extract", "data=conllu", f"data.path={f}", cwd=tmp_path))
+    assert f"{f}:1: not UTF-8 text" in line
+    line = one_error_line(probing("task=extract", "data=conllu", f"data.path={tmp_path}", cwd=tmp_path))
+    assert f"{tmp_path}: is a directory, not a CoNLL-U file" in line
+    line = one_error_line(probing("task=extract", "model=local", cwd=tmp_path))
+    assert "model.name_or_path is empty" in line
+
+
+def test_help_lists_tasks_examples_and_environment(tmp_path):
+    r = probing("--help", cwd=tmp_path)
+    assert r.returncode == 0
+    for text in ("Tasks (task=NAME):", "extract ", "heads ", "probe ", "inspect ", "Examples:",
+                 "PROBING_RESULTS_DIR", "PROBING_CACHE_DIR", "UD_EWT_DIR", "task: extract, heads, inspect, probe"):
+        assert text in r.stdout, text

@@ -96,3 +96,26 @@ def test_ewt_dev_reads_with_multiword_tokens(ewt_dir):
     expected = sum(1 for line in raw if line and line[0].isdigit() and line.split("\t")[0].isdigit())
     assert n_words == expected
     assert any("nmod:poss" in s.relations for s in c)
+
+
+def test_encodings_directories_and_empty_fields_are_named_by_file_and_line(tmp_path):
+    good = GOOD.split("\n\n")[1] + "\n\n"  # one valid sentence (line 1: its sent_id comment)
+    p = tmp_path / "u16.conllu"
+    p.write_bytes(good.encode("utf-16"))
+    with pytest.raises(CorpusError, match=r"u16\.conllu:1: not UTF-8 text \(byte 0\).*UTF-16"):
+        read_conllu(p, "", strict=True)
+    p = tmp_path / "bin.conllu"
+    p.write_bytes(good.encode() + b"\x89PNG\r\n\x1a\n\xff")
+    with pytest.raises(CorpusError, match=rf"bin\.conllu:4: not UTF-8 text \(byte {len(good.encode())}\)"):
+        read_conllu(p, "", strict=True)
+    with pytest.raises(CorpusError, match="is a directory, not a CoNLL-U file.*data=ud_ewt"):
+        read_conllu(tmp_path, "", strict=True)
+    # the UD validator's empty FORM (and an empty UPOS): refused by line in strict mode, counted otherwise
+    empty_form = good + "1\t\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n2\tcat\tcat\tNOUN\tNN\t_\t0\troot\t_\t_\n\n"
+    with pytest.raises(CorpusError, match=r"x\.conllu:4: empty FORM field \(column 2\)"):
+        read_conllu(write(tmp_path, empty_form), "", strict=True)
+    empty_upos = good + "1\tThe\tthe\t\tDT\t_\t0\troot\t_\t_\n\n"
+    with pytest.raises(CorpusError, match=r"x\.conllu:4: empty UPOS field \(column 4\)"):
+        read_conllu(write(tmp_path, empty_upos), "", strict=True)
+    lenient = read_conllu(write(tmp_path, empty_form), "", strict=False)
+    assert len(lenient) == 1 and lenient.skip_summary() == {"empty": 1}
