@@ -10,41 +10,15 @@ against the gold tree, beside left- and right-branching chains.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 import pandas as pd
 
+from probing.analysis.cle import chu_liu_edmonds_batch
 from probing.config import Direction
 from probing.corpus import Corpus
 from probing.store import AttentionStore
-
-
-def _find_cycle(heads: np.ndarray, root: int) -> Optional[np.ndarray]:
-    """A cycle of the head graph (its nodes, in order), or None.
-
-    Pointer jumping: after at least n steps every node sits on a cycle or at the root, so the nodes
-    reached are exactly the cycle nodes; one cycle is then walked from any of them.
-    """
-    n = len(heads)
-    p = heads.copy()
-    p[root] = root
-    steps = 1
-    while steps < n:
-        p = p[p]
-        steps *= 2
-    reached = np.zeros(n, dtype=bool)
-    reached[p] = True
-    reached[root] = False
-    if not reached.any():
-        return None
-    start = int(reached.argmax())
-    cyc = [start]
-    v = int(heads[start])
-    while v != start:
-        cyc.append(v)
-        v = int(heads[v])
-    return np.array(cyc)
 
 
 def max_arborescence(scores: np.ndarray, root: int) -> np.ndarray:
@@ -56,66 +30,17 @@ def max_arborescence(scores: np.ndarray, root: int) -> np.ndarray:
     n = s.shape[0]
     if s.shape != (n, n) or not 0 <= root < n:
         raise ValueError(f"scores must be square and root in range, got {s.shape} and root {root}")
-    np.fill_diagonal(s, -np.inf)
-    s[:, root] = -np.inf
-    return _cle(s, root)
+    return max_arborescences(s[None], root)[0]
 
 
-def _cle(s: np.ndarray, root: int) -> np.ndarray:
-    n = s.shape[0]
-    heads = s.argmax(axis=0)
-    heads[root] = -1
-    cycle = _find_cycle(heads, root)
-    if cycle is None:
-        return heads
-    in_cycle = np.zeros(n, dtype=bool)
-    in_cycle[cycle] = True
-    rest = np.flatnonzero(~in_cycle)
-    c = len(rest)  # index of the contracted node in the smaller graph
-    cyc_in = s[heads[cycle], cycle]  # score of the cycle arc entering each cycle node
-    # entering the cycle at v from u costs s[u, v] - cyc_in[v]; keep the best v for each u
-    enter = s[rest][:, cycle] - cyc_in[None, :]
-    best_v = enter.argmax(axis=1)
-    # leaving the cycle to w: the best cycle node as its head
-    leave = s[cycle][:, rest]
-    best_u = leave.argmax(axis=0)
-    s2 = np.full((c + 1, c + 1), -np.inf)
-    s2[:c, :c] = s[rest][:, rest]
-    s2[:c, c] = enter[np.arange(c), best_v]
-    s2[c, :c] = leave[best_u, np.arange(c)]
-    root2 = int(np.searchsorted(rest, root))
-    h2 = _cle(s2, root2)
-    out = heads.copy()
-    for k, w in enumerate(rest):
-        if k == root2:
-            continue
-        out[w] = cycle[best_u[k]] if h2[k] == c else rest[h2[k]]
-    u = int(h2[c])  # the node the cycle hangs from, in the small graph
-    out[cycle[best_v[u]]] = rest[u]
-    out[root] = -1
-    return out
-
-
-def greedy_heads(scores: np.ndarray, root: int) -> np.ndarray:
-    """Every word's best head for a batch ``(G, n, n)`` of ``scores[g, head, dep]`` (no self-loops, the root
-    takes none): ``(G, n)`` with ``-1`` at the root. Where it has no cycle it is the maximum arborescence."""
+def max_arborescences(scores: np.ndarray, root: int) -> np.ndarray:
+    """:func:`max_arborescence` of a batch ``(G, n, n)`` of ``scores[g, head, dep]`` -> ``(G, n)`` heads, in one
+    compiled call (self-loops and arcs into the root are excluded here)."""
     s = np.array(scores, dtype=np.float64)
     n = s.shape[-1]
     s[:, np.arange(n), np.arange(n)] = -np.inf
-    heads = s.argmax(axis=1)
-    heads[:, root] = -1
-    return heads
-
-
-def acyclic(heads: np.ndarray, root: int) -> np.ndarray:
-    """``(G,)`` whether each ``(G, n)`` head assignment reaches the root from every word (pointer jumping)."""
-    p = heads.copy()
-    p[:, root] = root
-    steps = 1
-    while steps < p.shape[1]:
-        p = np.take_along_axis(p, p, axis=1)
-        steps *= 2
-    return (p == root).all(axis=1)
+    s[:, :, root] = -np.inf
+    return chu_liu_edmonds_batch(s, root)
 
 
 def undirected_mst(weights: np.ndarray) -> np.ndarray:
@@ -175,10 +100,7 @@ def sentence_trees(words: np.ndarray, gold: np.ndarray, directions: Sequence[Dir
     a = np.asarray(words, dtype=np.float64)
     for d in map(Direction, directions):
         scores = a.transpose(0, 2, 1) if d is Direction.dep_to_head else a  # scores[g, head, dep]
-        pred = greedy_heads(scores, root)
-        # Chu-Liu-Edmonds has no batched form: one call per head whose greedy choice has a cycle
-        for k in np.flatnonzero(~acyclic(pred, root)):
-            pred[k] = max_arborescence(scores[k], root)
+        pred = max_arborescences(scores, root)
         uas = (pred[:, deps] == gold[deps]).sum(axis=1)
         uuas = np.isin(edge_keys(deps[None, :], pred[:, deps], n), gold_keys).sum(axis=1)
         out[f"{d}_uas"], out[f"{d}_uuas"] = uas, uuas
