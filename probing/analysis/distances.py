@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import entr
 
+from probing.progress import progress
 from probing.store import AttentionStore
 
 
@@ -56,7 +57,7 @@ def head_distances(store: AttentionStore, indices: Sequence[int], block_rows: in
         total[:] += js_distance_sums(rows)
         batch, batch_rows = [], 0
 
-    for i, maps in store.iter_maps(indices):
+    for i, maps in progress(store.iter_maps(indices), "head distances", total=len(indices)):
         p, n = int(store.prefix[i]), int(store.n_words[i])
         batch.append(np.asarray(maps[..., p:p + n, :], dtype=np.float32).reshape(g, n, -1))
         batch_rows += n

@@ -21,6 +21,7 @@ from probing.analysis.scoring import head_correct, offset_correct, pad_gold
 from probing.config import Direction, LabelSet
 from probing.corpus import Corpus
 from probing.corpus.sentence import base_relation
+from probing.progress import progress
 from probing.schema import ALL
 from probing.store import AttentionStore
 
@@ -136,7 +137,8 @@ def count_relations(store: AttentionStore, corpus: Corpus, indices: Optional[Seq
     vocab, ids = relation_ids(corpus, idx)
     acc = RelationAccumulator(vocab, ids, n_features, weights_t)
     gold_heads = [np.asarray(corpus[int(i)].heads, dtype=np.int64) for i in idx]
-    for group in word_groups(store.n_words[idx], chunk_words):
+    groups = word_groups(store.n_words[idx], chunk_words)
+    for group in progress(groups, "relation accuracy", total=len(groups), unit="chunk"):
         rows, ns, parts = [], [], []
         for chunk in iter_chunks(store, idx[group], len(group), block_mb):
             chunk_rows = group[chunk.rows]

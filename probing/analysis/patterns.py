@@ -16,6 +16,7 @@ from scipy.special import entr
 
 from probing.config import PatternRows
 from probing.corpus import Corpus
+from probing.progress import progress
 from probing.schema import PATTERN_METRICS as METRICS
 from probing.schema import RUN_KEYS
 from probing.store import AttentionStore
@@ -55,7 +56,7 @@ def attention_patterns(store: AttentionStore, corpus: Corpus, indices: Sequence[
     sums = np.zeros((len(METRICS), layers, heads))
     counts = np.zeros(len(METRICS), dtype=np.int64)
     punct_set = set(punct_upos)
-    for i, maps in store.iter_maps(indices):
+    for i, maps in progress(store.iter_maps(indices), "attention patterns", total=len(indices)):
         s = corpus[i]
         upos = s.upos or ()
         punct = np.array([u in punct_set for u in upos] if upos else [False] * len(s), dtype=bool)

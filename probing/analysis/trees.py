@@ -18,6 +18,7 @@ import pandas as pd
 from probing.analysis.cle import chu_liu_edmonds_batch
 from probing.config import Direction
 from probing.corpus import Corpus
+from probing.progress import progress
 from probing.store import AttentionStore
 
 
@@ -122,7 +123,7 @@ def tree_scores(store: AttentionStore, corpus: Corpus, indices: Sequence[int], d
     g = layers * heads
     sums: dict[str, np.ndarray] = {}
     arcs = sentences = 0
-    for i, _ in store.iter_maps(indices):
+    for i, _ in progress(store.iter_maps(indices), "trees from single heads", total=len(indices)):
         s = corpus[i]
         gold = np.asarray(s.heads, dtype=np.int64)
         if len(gold) < 2 or int((gold < 0).sum()) != 1:

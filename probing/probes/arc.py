@@ -10,6 +10,8 @@ scikit-learn's convention for ``C`` (smaller C = stronger penalty; the bias is n
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +25,8 @@ from probing.probes.control import control_heads
 from probing.probes.data import ProbeResult, ProbeSplit, punct_tags, subsample_rows
 from probing.probes.features import HeadSelection, pair_features, root_features
 from probing.probes.pairs import Candidates, Words, candidates, dependents
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -117,10 +121,7 @@ class ArcProbe(BaseEstimator):
         if self.C <= 0:
             raise ValueError(f"C must be positive, got {self.C}")
         d = len(data.sizes)
-        alpha = 1.0 / (self.C * d)
-        theta0 = np.zeros(data.X.shape[1] + data.R.shape[1] + 1)
-        res = minimize(arc_loss, theta0, args=(data, alpha), jac=True, method="L-BFGS-B",
-                       options={"maxiter": self.max_iter, "gtol": self.tol, "ftol": 1e-12})
+        res = self._minimize(data, 1.0 / (self.C * d))
         f = data.X.shape[1]
         self.coef_ = res.x[:f].copy()
         self.root_coef_ = res.x[f:-1].copy()
@@ -129,6 +130,26 @@ class ArcProbe(BaseEstimator):
         self.loss_ = float(res.fun)
         self.converged_ = bool(res.success)
         return self
+
+    def _minimize(self, data: ArcData, alpha: float) -> Any:
+        """Full-batch L-BFGS from zero; the loss is logged every 25 evaluations, so a long fit is never silent."""
+        start, calls = time.perf_counter(), [0]
+
+        def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
+            loss, grad = arc_loss(theta, data, alpha)
+            calls[0] += 1
+            if calls[0] % 25 == 0:
+                log.info("arc probe: %d loss evaluations, loss %.5f (%.0f s)", calls[0], loss,
+                         time.perf_counter() - start)
+            return loss, grad
+
+        theta0 = np.zeros(data.X.shape[1] + data.R.shape[1] + 1)
+        res = minimize(objective, theta0, jac=True, method="L-BFGS-B",
+                       options={"maxiter": self.max_iter, "gtol": self.tol, "ftol": 1e-12})
+        log.info("arc probe: %d dependents x %d candidates, %d iterations, loss %.5f, %s (%.1f s)",
+                 len(data.sizes), data.X.shape[0], res.nit, res.fun,
+                 "converged" if res.success else f"not converged: {res.message}", time.perf_counter() - start)
+        return res
 
     @property
     def theta_(self) -> np.ndarray:

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import pandas as pd
 
@@ -86,6 +87,28 @@ def _first(indices, limit):
     return indices if limit is None else indices[:limit]
 
 
+def _best_metrics(best: pd.DataFrame) -> dict:
+    """metrics.json's best heads: per relation for the shown label set (and ``base``), and ``all``'s accuracy."""
+    shown = shown_label(best)
+    as_is = best[best["label_set"] == shown]
+    out: dict[str, Any] = {"best_heads": best_summary(as_is), "best_heads_label_set": shown}
+    if LabelSet.base.value in set(best["label_set"]):
+        out["best_heads_base"] = best_summary(best[best["label_set"] == LabelSet.base.value])
+    out["relations_reported"] = sorted(set(as_is["relation"]) - {ALL})
+    if ALL in out["best_heads"]:
+        out["all_best_accuracy"] = out["best_heads"][ALL]["accuracy"]
+    return out
+
+
+def _tree_metrics(trees: pd.DataFrame) -> dict:
+    """metrics.json's trees: the head with the best UUAS per method, and the branching baselines."""
+    top = trees.loc[trees.groupby("method")["uuas"].idxmax()]
+    return {"trees_best": {r.method: {"layer": int(r.layer), "head": int(r.head), "direction": r.direction,
+                                      "uas": r.uas, "uuas": r.uuas} for r in top.itertuples()},
+            "trees_baselines": {c: float(trees[c].iloc[0]) for c in trees.columns
+                                if c.startswith(("left_branching", "right_branching"))}}
+
+
 def best_summary(best: pd.DataFrame) -> dict:
     """``{relation: {...}}`` for metrics.json."""
     out = {}
@@ -148,6 +171,15 @@ def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, out: RunOutpu
                                "heads": store.num_heads}
     seconds: dict[str, float] = {}
 
+    @contextmanager
+    def stage(name: str, what: str) -> Iterator[None]:
+        """Log a stage's start and duration (so a log is never silent for long) and record its seconds."""
+        log.info("%s ...", what)
+        t0 = time.perf_counter()
+        yield
+        seconds[name] = time.perf_counter() - t0
+        log.info("%s: %.1f s", name, seconds[name])
+
     def save(table: schema.Table, df: pd.DataFrame) -> pd.DataFrame:
         df = df.drop(columns=[c for c in ident if c in df.columns]).reset_index(drop=True)
         df = pd.concat([pd.DataFrame({k: [v] * len(df) for k, v in ident.items()}), df], axis=1)
@@ -156,68 +188,54 @@ def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, out: RunOutpu
     best = pd.DataFrame()
     heads_table = pd.DataFrame()
     if corpus.has_trees:
-        t = time.perf_counter()
-        counts = count_relations(store, corpus, idx, directions, offsets, list(h.label_sets), h.bootstrap, h.seed,
-                                 h.chunk_words, h.block_mb)
-        tables = [accuracy_table(counts[ls], directions, offsets, store.num_layers, store.num_heads, h.min_count,
-                                 h.ci, list(h.skip_relations)) for ls in counts]
-        heads_table = save(schema.HEADS, pd.concat([t_[0] for t_ in tables], ignore_index=True))
-        save(schema.BASELINES, pd.concat([t_[1] for t_ in tables], ignore_index=True))
-        best = save(schema.BEST_HEADS, schema.best_heads(heads_table.drop(columns=list(ident))))
-        seconds["relations"] = time.perf_counter() - t
-        as_is = best[best["label_set"] == shown_label(best)]
-        metrics["best_heads"] = best_summary(as_is)
-        metrics["best_heads_label_set"] = shown_label(best)
-        if LabelSet.base.value in set(best["label_set"]):
-            metrics["best_heads_base"] = best_summary(best[best["label_set"] == LabelSet.base.value])
-        metrics["relations_reported"] = sorted(set(as_is["relation"]) - {ALL})
-        if ALL in metrics["best_heads"]:
-            metrics["all_best_accuracy"] = metrics["best_heads"][ALL]["accuracy"]
+        with stage("relations", f"relation accuracy of {store.num_layers * store.num_heads} heads over {len(idx)} "
+                                f"sentences ({h.bootstrap} bootstrap resamples)"):
+            counts = count_relations(store, corpus, idx, directions, offsets, list(h.label_sets), h.bootstrap,
+                                     h.seed, h.chunk_words, h.block_mb)
+            tables = [accuracy_table(counts[ls], directions, offsets, store.num_layers, store.num_heads,
+                                     h.min_count, h.ci, list(h.skip_relations)) for ls in counts]
+            heads_table = save(schema.HEADS, pd.concat([t_[0] for t_ in tables], ignore_index=True))
+            save(schema.BASELINES, pd.concat([t_[1] for t_ in tables], ignore_index=True))
+            best = save(schema.BEST_HEADS, schema.best_heads(heads_table.drop(columns=list(ident))))
+        metrics.update(_best_metrics(best))
     else:
         log.warning("%s has no gold trees: relation accuracy and trees are skipped", corpus.name)
 
     patterns = None
     if h.patterns:
-        t = time.perf_counter()
-        patterns = save(schema.PATTERNS, attention_patterns(store, corpus, idx, list(h.punct_upos), h.pattern_rows))
-        layers = save(schema.PATTERNS_LAYERS, layer_means(patterns))
-        metrics["patterns_layer_mean"] = {m: layers[m].round(4).tolist() for m in schema.PATTERN_METRICS}
-        seconds["patterns"] = time.perf_counter() - t
+        with stage("patterns", "attention patterns"):
+            patterns = save(schema.PATTERNS, attention_patterns(store, corpus, idx, list(h.punct_upos),
+                                                                h.pattern_rows))
+            layers = save(schema.PATTERNS_LAYERS, layer_means(patterns))
+            metrics["patterns_layer_mean"] = {m: layers[m].round(4).tolist() for m in schema.PATTERN_METRICS}
 
     mds = None
     if h.distances:
-        t = time.perf_counter()
-        dist, n_rows = head_distances(store, _first(idx, h.distance_sentences))
-        save(schema.HEAD_DISTANCES, distance_table(dist, store.num_heads))
-        mds = save(schema.HEAD_MDS, mds_embedding(dist, store.num_heads, h.seed))
-        metrics["distance_rows"] = n_rows
-        seconds["distances"] = time.perf_counter() - t
+        with stage("distances", f"Jensen-Shannon distances between heads ({h.distance_sentences} sentences)"):
+            dist, n_rows = head_distances(store, _first(idx, h.distance_sentences))
+            save(schema.HEAD_DISTANCES, distance_table(dist, store.num_heads))
+            mds = save(schema.HEAD_MDS, mds_embedding(dist, store.num_heads, h.seed))
+            metrics["distance_rows"] = n_rows
 
     if h.trees and corpus.has_trees:
-        t = time.perf_counter()
-        trees = tree_scores(store, corpus, _first(idx, h.tree_sentences), directions)
-        if not trees.empty:
-            trees = save(schema.TREES, trees)
-            top = trees.loc[trees.groupby("method")["uuas"].idxmax()]
-            metrics["trees_best"] = {r.method: {"layer": int(r.layer), "head": int(r.head), "direction": r.direction,
-                                                "uas": r.uas, "uuas": r.uuas} for r in top.itertuples()}
-            metrics["trees_baselines"] = {c: float(trees[c].iloc[0]) for c in trees.columns
-                                          if c.startswith(("left_branching", "right_branching"))}
-        seconds["trees"] = time.perf_counter() - t
+        with stage("trees", f"spanning trees from single heads ({h.tree_sentences} sentences)"):
+            trees = tree_scores(store, corpus, _first(idx, h.tree_sentences), directions)
+            if not trees.empty:
+                trees = save(schema.TREES, trees)
+                metrics.update(_tree_metrics(trees))
 
     if h.figures:
-        t = time.perf_counter()
-        fig_dir.mkdir(parents=True, exist_ok=True)
-        if not heads_table.empty:
-            sub = heads_table[heads_table["label_set"] == shown_label(heads_table)]
-            for rel, rows in sub.groupby("relation", sort=True):
-                out.figure(run_figures.relation_heatmap(rows, rel, directions, title,
-                                                        fig_dir / f"heads_{run_figures.safe_name(rel)}.png"))
-        if patterns is not None:
-            out.figure(run_figures.pattern_plot(patterns, title, fig_dir / "patterns.png"))
-        if mds is not None:
-            out.figure(run_figures.mds_plot(mds, title, fig_dir / "mds.png"))
-        seconds["figures"] = time.perf_counter() - t
+        with stage("figures", "figures"):
+            fig_dir.mkdir(parents=True, exist_ok=True)
+            if not heads_table.empty:
+                sub = heads_table[heads_table["label_set"] == shown_label(heads_table)]
+                for rel, rows in sub.groupby("relation", sort=True):
+                    out.figure(run_figures.relation_heatmap(rows, rel, directions, title,
+                                                            fig_dir / f"heads_{run_figures.safe_name(rel)}.png"))
+            if patterns is not None:
+                out.figure(run_figures.pattern_plot(patterns, title, fig_dir / "patterns.png"))
+            if mds is not None:
+                out.figure(run_figures.mds_plot(mds, title, fig_dir / "mds.png"))
 
     metrics["analysis_seconds"] = {k: round(v, 2) for k, v in seconds.items()}
     metrics["conventions"] = conventions(h, store)
