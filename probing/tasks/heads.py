@@ -229,9 +229,8 @@ def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, out: RunOutpu
             fig_dir.mkdir(parents=True, exist_ok=True)
             if not heads_table.empty:
                 sub = heads_table[heads_table["label_set"] == shown_label(heads_table)]
-                for rel, rows in sub.groupby("relation", sort=True):
-                    out.figure(run_figures.relation_heatmap(rows, rel, directions, title,
-                                                            fig_dir / f"heads_{run_figures.safe_name(rel)}.png"))
+                for path in run_figures.relation_heatmaps(sub, [str(d) for d in directions], title, fig_dir):
+                    out.figure(path)
             if patterns is not None:
                 out.figure(run_figures.pattern_plot(patterns, title, fig_dir / "patterns.png"))
             if mds is not None:
