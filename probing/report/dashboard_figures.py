@@ -150,11 +150,13 @@ def best_heads(sources: Sequence[Any]) -> pd.DataFrame:
         best.insert(0, "source", s.label)
         if "baseline_accuracy" in best.columns:
             best["gain"] = best["accuracy"] - best["baseline_accuracy"]
+        if {"diff_ci_low", "diff_ci_high"} <= set(best.columns):  # the bootstrap interval of the gain
+            best["gain_ci_low"], best["gain_ci_high"] = best["diff_ci_low"], best["diff_ci_high"]
         rows.append(best)
     if not rows:
         return pd.DataFrame()
     keep = ["source", "label_set", "relation", "direction", "layer", "head", "accuracy", "ci_low", "ci_high",
-            "n", "baseline_offset", "baseline_accuracy", "gain"]
+            "n", "baseline_offset", "baseline_accuracy", "gain", "gain_ci_low", "gain_ci_high"]
     df = pd.concat(rows, ignore_index=True)
     df = df[[c for c in keep if c in df.columns]]
     sort = ["n", "accuracy"] if "n" in df.columns else ["accuracy"]
