@@ -68,9 +68,10 @@ def sentences_to_inspect(data: DataConfig, inspect: InspectConfig, text: Optiona
             corpus = read_conllu(path, split="", strict=True)
             found = [(s, f"{path.name} ({s.id})") for s in corpus]
         else:
-            lines = [ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-            found = [with_seed_tree(split_words(ln), f"{path.stem}-{i}") for i, ln in enumerate(lines)]
-            found = [(s, f"{path.name} line {i + 1}: {src}") for i, (s, src) in enumerate(found)]
+            numbered = [(no, ln) for no, ln in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+                        if ln.strip()]  # blank lines are skipped, but the numbers stay the file's own
+            found = [with_seed_tree(split_words(ln), f"{path.stem}-{no}") for no, ln in numbered]
+            found = [(s, f"{path.name} line {no}: {src}") for (no, _), (s, src) in zip(numbered, found)]
         if not found:
             raise ProbingError(f"inspect.file={icfg.file}: no sentences in the file")
         if len(found) > icfg.max_sentences:

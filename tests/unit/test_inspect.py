@@ -90,6 +90,8 @@ def test_sentence_sources(tmp_path):
     cfg.inspect.max_sentences = 2
     got = sentences_to_inspect(cfg.data, cfg.inspect, cfg.text)
     assert [x.words[1] for x, _ in got] == ["dog", "cat"] and got[1][0].heads is not None
+    # the line numbers are the file's own (the blank line 2 is skipped, not renumbered)
+    assert got[0][1].startswith("s.txt line 1:") and got[1][1].startswith("s.txt line 3:")
     cfg.inspect.file = None
     cfg.data.index = 1  # the built-in grammar: the second seed sentence
     [(s, source)] = sentences_to_inspect(cfg.data, cfg.inspect, cfg.text)
