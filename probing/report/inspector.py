@@ -42,14 +42,14 @@ def png_grid(maps: np.ndarray, prefix: int, words: Sequence[str], choices: Any, 
     n_layers, n_heads = maps.shape[:2]
     n = len(words)
     w = np.asarray(maps, dtype=np.float32)[:, :, prefix:prefix + n, prefix:prefix + n]
-    cell = 0.34 + 0.09 * n
+    cell = 0.5 + 0.12 * n  # inches per panel: room for 7-point word labels
     fig, axes = plt.subplots(n_layers, n_heads, figsize=(cell * n_heads + 0.6, cell * n_layers + 0.8),
                              squeeze=False, gridspec_kw={"wspace": 0.05, "hspace": 0.12})
     gold = choices.gold
     for layer in range(n_layers):
         for head in range(n_heads):
             ax = axes[layer, head]
-            ax.imshow(w[layer, head], cmap="Blues", vmin=0.0, vmax=1.0, interpolation="nearest")
+            image = ax.imshow(w[layer, head], cmap="Blues", vmin=0.0, vmax=1.0, interpolation="nearest")
             ax.set_xticks([])
             ax.set_yticks([])
             if gold is not None:
@@ -60,10 +60,11 @@ def png_grid(maps: np.ndarray, prefix: int, words: Sequence[str], choices: Any, 
                 ax.set_title(f"L{layer} H{head}", fontsize=6, pad=1.5)
             if head == 0:
                 ax.set_yticks(range(n))
-                ax.set_yticklabels(words, fontsize=4.5)
+                ax.set_yticklabels(words, fontsize=7)
             if layer == n_layers - 1:
                 ax.set_xticks(range(n))
-                ax.set_xticklabels(words, fontsize=4.5, rotation=90)
+                ax.set_xticklabels(words, fontsize=7, rotation=90)
+    fig.colorbar(image, ax=axes, fraction=0.012, pad=0.01, label="attention weight (word level)")
     fig.suptitle(title + ("  (red dot: most-attended word is the gold head)" if gold is not None else ""),
                  fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
