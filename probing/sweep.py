@@ -152,7 +152,8 @@ def heatmaps(table: pd.DataFrame, swept: list[str], out_dir: Path) -> list[Path]
             cols = sorted(c for c in grid.columns if c != "all")
             cols += ["all"] if "all" in grid.columns else []
             grid = grid[cols].sort_index()
-            fig, ax = plt.subplots(figsize=(1.0 + 0.55 * len(cols), 1.0 + 0.45 * len(grid)))
+            # at least 3.6 x 2.4 inches: a layer-only sweep (one column) stays a readable strip
+            fig, ax = plt.subplots(figsize=(max(3.6, 1.0 + 0.55 * len(cols)), max(2.4, 1.0 + 0.45 * len(grid))))
             im = ax.imshow(grid.to_numpy(dtype=float), aspect="auto", cmap="viridis")
             ax.set_xticks(range(len(cols)), [str(c) for c in cols])
             ax.set_yticks(range(len(grid)), [str(int(i)) for i in grid.index])
