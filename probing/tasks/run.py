@@ -103,7 +103,10 @@ def run(cfg: DictConfig | RunConfig, out_dir: Path, job_name: Optional[str] = No
         # metrics.json last: it marks a finished run dir (the collector and the dashboard skip runs without it)
         write_json(out_dir / METRICS_FILE, result.metrics)
         if task.dashboard and cfg.report.enabled:
+            log.info("dashboard ...")
+            t0 = time.perf_counter()
             dashboard = _write_dashboard(out_dir, cfg.report)
+            log.info("dashboard: %.1f s", time.perf_counter() - t0)
         tracker.log_metrics({k: v for k, v in result.metrics.items() if isinstance(v, (int, float, str, bool))})
         ok = True
     finally:
