@@ -86,6 +86,8 @@ def gather(store: AttentionStore, sent: np.ndarray, qpos: np.ndarray, kpos: np.n
             key = np.where(valid[r], kpos[r], 0)[:, None]
             flat = store.offset[sent[r]][:, None] + (plane * mr + q) * mr + key
             out[r] = mm[flat]
+        del mm
+        store.close()  # unmap the shard: its pages leave the resident set before the next shard's come in
     out[~valid] = 0.0
     return out
 
