@@ -4,6 +4,7 @@ atomically, read leniently (a damaged file of a failed job reads as absent)."""
 from __future__ import annotations
 
 import io
+import json
 import platform
 import subprocess
 import sys
@@ -94,8 +95,6 @@ def write_run_meta(out_dir: Path, **extra: Any) -> Path:
 
 def read_metrics(run_dir: Path) -> dict:
     """A run dir's ``metrics.json`` ({} when missing or unreadable: a failed job has none)."""
-    import json
-
     try:
         got = json.loads((Path(run_dir) / METRICS_FILE).read_text())
     except (OSError, ValueError):

@@ -69,10 +69,6 @@ SWEEP = _t("sweep", ("job", "task", "probe", "model", "data", LAYER, HEAD, "metr
            "probing-collect: one row per job and headline metric")
 FAILED_JOBS = _t("failed_jobs", ("job", "job_dir"), (), "probing-collect: jobs without metrics.json, and why")
 
-TABLES: dict[str, Table] = {t.name: t for t in (
-    HEADS, BASELINES, BEST_HEADS, PATTERNS, PATTERNS_LAYERS, HEAD_DISTANCES, HEAD_MDS, TREES, PROBE_SCORES,
-    RELATION_F1, CONFUSION, RELATION_WEIGHTS, ARC_WEIGHTS, ARC_UAS_BY_RELATION, EDGE_WEIGHTS, INSPECT, SWEEP,
-    FAILED_JOBS)}
 
 # ---- probes --------------------------------------------------------------------------------------------
 # The metric each probe reports as its headline (``metrics.json`` -> ``objective``, the dashboard's score).
