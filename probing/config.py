@@ -48,6 +48,27 @@ class Pooling(Choice):
     first = "first"
 
 
+class Measure(Choice):
+    """What a stored map holds (``probing.mixing``). Per head: ``attention`` (the weights α), ``norm``
+    (α·||f(x_j)||, Kobayashi et al. 2020; rows not renormalised). Per layer (one "head" per layer):
+    ``norm_layer`` (||Σ_h α f^h(x_j)||), ``alti`` (Ferrando et al. 2022), ``globenc`` (Modarressi et al. 2022),
+    ``value_zeroing`` (Mohebbi et al. 2023), and the rollouts from layer 0 up (Abnar and Zuidema 2020):
+    ``rollout`` of the head-mean weights with the residual as 0.5·A + 0.5·I, and ``<measure>_rollout`` of
+    measures that already count the residual. Rows of every per-layer measure but ``norm_layer`` sum to 1.
+    """
+
+    attention = "attention"
+    norm = "norm"
+    norm_layer = "norm_layer"
+    alti = "alti"
+    globenc = "globenc"
+    value_zeroing = "value_zeroing"
+    rollout = "rollout"
+    alti_rollout = "alti_rollout"
+    globenc_rollout = "globenc_rollout"
+    value_zeroing_rollout = "value_zeroing_rollout"
+
+
 class TaskName(Choice):
     extract = "extract"
     heads = "heads"

@@ -1,0 +1,193 @@
+"""Where a post-LayerNorm encoder layer keeps what the context-mixing measures need, and forward hooks that
+capture it in the pass that gives the attention weights.
+
+Each layer is ``h = LN1(x + Σ_h α^h f^h(x) + b_O)`` then ``y = LN2(h + FFN(h))``. The layout is found by
+structure (BERT, RoBERTa, MiniLM: ``attention.self.value`` / ``attention.output.{dense,LayerNorm}`` /
+``intermediate`` + ``output``; DistilBERT: ``attention.{v_lin,out_lin}`` / ``sa_layer_norm`` / ``ffn`` /
+``output_layer_norm``), so this module needs only torch, never transformers. The FFN is called from its own
+modules, so ``Encoder.skip_last_ffn`` (which bypasses the layer's ``feed_forward_chunk``) does not change what
+the measures see.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Optional
+
+import torch
+from torch import nn
+
+from probing.errors import ProbingError
+
+
+class LayoutError(ProbingError):
+    """A layer whose attention block cannot be decomposed into per-token vectors."""
+
+
+@dataclass(frozen=True)
+class Norm:
+    """A LayerNorm's parameters: ``γ ⊙ (z - mean z) / sqrt(var z + eps) + β`` over the last axis."""
+
+    weight: torch.Tensor  # (D,)
+    bias: torch.Tensor  # (D,)
+    eps: float
+
+    @classmethod
+    def of(cls, ln: nn.LayerNorm) -> "Norm":
+        return cls(ln.weight.detach().float(), ln.bias.detach().float(), float(ln.eps))
+
+    def scale(self, z: torch.Tensor) -> torch.Tensor:
+        """``1 / sqrt(var z + eps)`` per vector, keepdim: the factor that makes LN linear in fixed context."""
+        return torch.rsqrt(z.var(-1, unbiased=False, keepdim=True) + self.eps)
+
+    def linear(self, v: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+        """LN as a linear map of a part ``v`` of the normalised sum, given that sum's ``scale`` (no β)."""
+        return self.weight * (v - v.mean(-1, keepdim=True)) * scale
+
+    def __call__(self, z: torch.Tensor) -> torch.Tensor:
+        return self.linear(z, self.scale(z)) + self.bias
+
+
+@dataclass(frozen=True)
+class LayerParts:
+    """The modules of one layer the measures read: the attention module (input x, weights α), the value
+    projection, the output projection (``W_O``, ``b_O``), both LayerNorms, and the FFN without residual."""
+
+    attention: nn.Module
+    value: nn.Linear
+    out: nn.Linear
+    ln1: nn.LayerNorm
+    ln2: nn.LayerNorm
+    ffn: Callable[[torch.Tensor], torch.Tensor]
+
+
+@dataclass(frozen=True)
+class LayerPieces:
+    """What one layer computed in a forward pass, in float32, ``B`` sentences of ``T`` pieces, ``H`` heads.
+
+    ``f[b, h, j]`` is ``(x_j W_V^h + b_V^h) W_O^h``, head h's transformed value of piece j (Kobayashi et al.
+    2020), so that the attention block's output before LN1 is ``Σ_h Σ_j α^h_ij f^h_j + b_O + x_i``.
+    """
+
+    x: torch.Tensor  # (B, T, D) the layer's input, which is also the residual
+    probs: torch.Tensor  # (B, H, T, T) attention weights, rows = queries
+    f: torch.Tensor  # (B, H, T, D)
+    b_o: torch.Tensor  # (D,)
+    ln1: Norm
+    ln2: Norm
+    ffn: Callable[[torch.Tensor], torch.Tensor]  # (..., D) -> (..., D), no residual
+
+
+def _find_layers(model: nn.Module) -> Optional[nn.ModuleList]:
+    for path in ("encoder.layer", "transformer.layer"):
+        obj: Any = model
+        for part in path.split("."):
+            obj = getattr(obj, part, None)
+        if isinstance(obj, nn.ModuleList):
+            return obj
+    return None
+
+
+def _bert_like(layer: nn.Module) -> Optional[LayerParts]:
+    attn, block = getattr(getattr(layer, "attention", None), "self", None), getattr(layer, "attention", None)
+    out = getattr(block, "output", None)
+    inter, output = getattr(layer, "intermediate", None), getattr(layer, "output", None)
+    if attn is None or out is None or inter is None or output is None:
+        return None
+    parts = (getattr(attn, "value", None), getattr(out, "dense", None), getattr(out, "LayerNorm", None),
+             getattr(output, "dense", None), getattr(output, "LayerNorm", None))
+    if not _typed(parts, (nn.Linear, nn.Linear, nn.LayerNorm, nn.Linear, nn.LayerNorm)):
+        return None
+    value, dense, ln1, dense2, ln2 = parts
+    return LayerParts(attn, value, dense, ln1, ln2, lambda h: dense2(inter(h)))
+
+
+def _distilbert_like(layer: nn.Module) -> Optional[LayerParts]:
+    attn = getattr(layer, "attention", None)
+    parts = (getattr(attn, "v_lin", None), getattr(attn, "out_lin", None), getattr(layer, "sa_layer_norm", None),
+             getattr(layer, "output_layer_norm", None))
+    ffn = getattr(layer, "ffn", None)
+    if attn is None or ffn is None or not _typed(parts, (nn.Linear, nn.Linear, nn.LayerNorm, nn.LayerNorm)):
+        return None
+    value, out, ln1, ln2 = parts
+    return LayerParts(attn, value, out, ln1, ln2, ffn)
+
+
+def _typed(parts: tuple, kinds: tuple) -> bool:
+    return all(isinstance(p, k) for p, k in zip(parts, kinds))
+
+
+def layer_parts(model: nn.Module) -> list[LayerParts]:
+    """Every layer's parts, or one :class:`LayoutError` line naming the module class that does not fit."""
+    layers = _find_layers(model)
+    if layers is None:
+        raise LayoutError(f"context-mixing measures: {type(model).__name__} has no encoder.layer or "
+                          "transformer.layer list; only BERT, RoBERTa, MiniLM and DistilBERT layouts are supported")
+    out = []
+    for layer in layers:
+        parts = _bert_like(layer) or _distilbert_like(layer)
+        if parts is None:
+            raise LayoutError(f"context-mixing measures cannot decompose {type(layer).__name__}: expected a "
+                              "post-LayerNorm BERT layer (attention.self.value, attention.output.dense/LayerNorm, "
+                              "intermediate, output) or a DistilBERT block (attention.v_lin/out_lin, "
+                              "sa_layer_norm, ffn, output_layer_norm)")
+        out.append(parts)
+    return out
+
+
+class Capture:
+    """Filled by :func:`capture` during one forward pass; ``pieces()`` turns it into :class:`LayerPieces`."""
+
+    def __init__(self, parts: list[LayerParts]):
+        self.parts = parts
+        self.x: list[Optional[torch.Tensor]] = [None] * len(parts)
+        self.probs: list[Optional[torch.Tensor]] = [None] * len(parts)
+        self.values: list[Optional[torch.Tensor]] = [None] * len(parts)
+
+    def pieces(self) -> list[LayerPieces]:
+        """Per-layer pieces of the last pass (the per-head ``f`` from ``W_O`` reshaped to ``(D, H, d)``)."""
+        out = []
+        for k, p in enumerate(self.parts):
+            x, probs, v = self.x[k], self.probs[k], self.values[k]
+            if x is None or probs is None or v is None:
+                raise RuntimeError(f"layer {k}: the forward pass did not reach its attention (no pass run, or "
+                                   "an attention implementation that returns no weights)")
+            b, n_heads, t, _ = probs.shape
+            w_o = p.out.weight.detach().float()
+            v_heads = v.float().view(b, t, n_heads, -1)  # (B, T, H, d)
+            f = torch.einsum("bthd,ehd->bhte", v_heads, w_o.view(w_o.shape[0], n_heads, -1))
+            out.append(LayerPieces(x.float(), probs.float(), f, p.out.bias.detach().float(),
+                                   Norm.of(p.ln1), Norm.of(p.ln2), _float_ffn(p.ffn, x.dtype)))
+        return out
+
+
+def _float_ffn(ffn: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype
+               ) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The FFN on float32 inputs, whatever dtype the model runs in."""
+    if dtype == torch.float32:
+        return ffn
+    return lambda h: ffn(h.to(dtype)).float()
+
+
+@contextmanager
+def capture(model: nn.Module) -> Iterator[Capture]:
+    """Hooks on every layer's attention module (its input x and weights α) and value projection; removed on
+    exit. Run the model's forward pass (with eager attention) inside the block."""
+    cap = Capture(layer_parts(model))
+    handles = []
+    for k, p in enumerate(cap.parts):
+        def on_attention(module: nn.Module, args: tuple, kwargs: dict, output: Any, k: int = k) -> None:
+            cap.x[k] = args[0] if args else kwargs["hidden_states"]
+            cap.probs[k] = output[1] if isinstance(output, tuple) and len(output) > 1 else None
+
+        def on_value(module: nn.Module, args: tuple, output: torch.Tensor, k: int = k) -> None:
+            cap.values[k] = output
+
+        handles.append(p.attention.register_forward_hook(on_attention, with_kwargs=True))
+        handles.append(p.value.register_forward_hook(on_value))
+    try:
+        yield cap
+    finally:
+        for h in handles:
+            h.remove()

@@ -1,0 +1,198 @@
+"""Context-mixing measures from one layer's :class:`~probing.mixing.layout.LayerPieces` (pure torch).
+
+Per-head measures give ``(B, H, T, T)``, per-layer measures ``(B, 1, T, T)`` (one "head" per layer, so every
+analysis reads them like attention); rows are where query i's representation comes from. Work on
+``(B, T, T, D)`` vectors is done in blocks of rows (or of zeroed tokens) so memory stays bounded for long
+batches; no loop runs over single tokens or heads.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator, Sequence
+
+import torch
+
+from probing.config import Measure
+from probing.mixing.layout import LayerPieces
+
+# elements of one (B, rows, T, D) block of token vectors; 2**25 float32 = 128 MiB
+BLOCK_ELEMENTS = 2**25
+
+# rollout measure -> (the per-layer measure it multiplies, whether the residual is added as 0.5·A + 0.5·I)
+ROLLOUTS: dict[Measure, tuple[Measure, bool]] = {
+    Measure.rollout: (Measure.attention, True),
+    Measure.alti_rollout: (Measure.alti, False),
+    Measure.globenc_rollout: (Measure.globenc, False),
+    Measure.value_zeroing_rollout: (Measure.value_zeroing, False),
+}
+PER_HEAD = frozenset({Measure.attention, Measure.norm})
+
+
+def heads_of(measure: Measure, num_heads: int) -> int:
+    """How many maps per layer a measure stores: the model's heads, or 1 for per-layer measures."""
+    return num_heads if Measure(measure) in PER_HEAD else 1
+
+
+def normalise_rows(a: torch.Tensor) -> torch.Tensor:
+    """Rows scaled to sum to 1; an all-zero row (padding) stays zero."""
+    return a / a.sum(-1, keepdim=True).clamp(min=1e-30)
+
+
+def _blocks(n: int, per_item: int) -> Iterator[slice]:
+    """Slices of ``range(n)`` with at most ``BLOCK_ELEMENTS // per_item`` items each (at least one)."""
+    step = max(1, BLOCK_ELEMENTS // max(per_item, 1))
+    for start in range(0, n, step):
+        yield slice(start, min(n, start + step))
+
+
+# ---- per head -------------------------------------------------------------------------------------------
+def attention(p: LayerPieces) -> torch.Tensor:
+    """The weights themselves."""
+    return p.probs
+
+
+def norm(p: LayerPieces) -> torch.Tensor:
+    """``||α^h_ij f^h(x_j)|| = α^h_ij ||f^h(x_j)||`` (α is a non-negative scalar): one norm per piece and head,
+    so this costs O(T D) per head on top of the weights, not O(T^2 D)."""
+    return p.probs * p.f.norm(dim=-1)[:, :, None, :]
+
+
+# ---- per layer ------------------------------------------------------------------------------------------
+def norm_layer(p: LayerPieces) -> torch.Tensor:
+    """``||Σ_h α^h_ij f^h(x_j)||`` from the heads' Gram matrix per piece, ``Σ_{h,k} α^h α^k <f^h_j, f^k_j>``:
+    O(T^2 H^2) instead of materialising the (B, T, T, D) sums."""
+    gram = torch.einsum("bhjd,bkjd->bjhk", p.f, p.f)  # (B, T, H, H)
+    left = torch.einsum("bhij,bjhk->bijk", p.probs, gram)  # (B, T, T, H)
+    sq = (left * p.probs.permute(0, 2, 3, 1)).sum(-1)
+    return sq.clamp(min=0).sqrt()[:, None]
+
+
+def mixed_vectors(p: LayerPieces, rows: slice) -> torch.Tensor:
+    """``v_ij = Σ_h α^h_ij f^h(x_j) + [i = j] x_i`` for query rows ``rows``: ``(B, I, T, D)``; summed over j,
+    plus ``b_O``, it is the input of the first LayerNorm."""
+    v = torch.einsum("bhij,bhjd->bijd", p.probs[:, :, rows], p.f)
+    idx = torch.arange(p.x.shape[1], device=v.device)[rows]
+    v[:, torch.arange(len(idx), device=v.device), idx] += p.x[:, rows]
+    return v
+
+
+def ln1_input(p: LayerPieces) -> torch.Tensor:
+    """``Σ_h Σ_j α^h_ij f^h(x_j) + b_O + x_i`` (B, T, D), without the (B, T, T, D) vectors."""
+    return torch.einsum("bhij,bhjd->bid", p.probs, p.f) + p.b_o + p.x
+
+
+def attention_block_output(p: LayerPieces) -> torch.Tensor:
+    """``h = LN1(ln1_input)`` (B, T, D), the input of the feed-forward block."""
+    return p.ln1(ln1_input(p))
+
+
+def contributions(p: LayerPieces, wanted: Sequence[Measure]) -> dict[Measure, torch.Tensor]:
+    """ALTI and GlobEnc from one decomposition of LN1's input into the vectors ``v_ij``.
+
+    LN1 is linear once its input's scale ``s_i`` is fixed: ``T_i(v) = γ ⊙ (v - mean v) s_i``, so
+    ``h_i = Σ_j T_i(v_ij) + T_i(b_O) + β``; the bias terms belong to no token, as in Ferrando et al.'s code.
+    ALTI (Ferrando et al. 2022): ``max(0, ||h_i||_1 - ||h_i - T_i(v_ij)||_1)``, rows normalised.
+    GlobEnc (Modarressi et al. 2022): ``T_ij`` carried through LN2 the same way (the FFN, which mixes nothing,
+    only sets LN2's scale for row i, and that cancels when the row is normalised), scored by its norm.
+    """
+    wanted = {Measure(m) for m in wanted}
+    b, t, d = p.x.shape
+    pre = ln1_input(p)
+    s1 = p.ln1.scale(pre)  # (B, T, 1)
+    h = p.ln1.linear(pre, s1) + p.ln1.bias
+    out = {m: torch.zeros(b, 1, t, t, device=p.x.device) for m in wanted}
+    for rows in _blocks(t, b * t * d):
+        vec = p.ln1.linear(mixed_vectors(p, rows), s1[:, rows, None])  # (B, I, T, D)
+        if Measure.alti in wanted:
+            h_rows = h[:, rows, None]
+            dist = (h_rows - vec).abs().sum(-1)
+            out[Measure.alti][:, 0, rows] = (h_rows.abs().sum(-1) - dist).clamp(min=0)
+        if Measure.globenc in wanted:
+            out[Measure.globenc][:, 0, rows] = p.ln2.linear(vec, 1.0).norm(dim=-1)
+    return {m: normalise_rows(a) for m, a in out.items()}
+
+
+def alti(p: LayerPieces) -> torch.Tensor:
+    return contributions(p, [Measure.alti])[Measure.alti]
+
+
+def globenc(p: LayerPieces) -> torch.Tensor:
+    return contributions(p, [Measure.globenc])[Measure.globenc]
+
+
+def cosine_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``1 - cos(a, b)`` over the last axis as ``||a/|a| - b/|b|||^2 / 2``: the same number, but accurate when
+    it is tiny (1 - cos in float32 is noise below ~1e-7, and a row of value zeroing can be that small)."""
+    unit = torch.nn.functional.normalize
+    return 0.5 * (unit(a, dim=-1) - unit(b, dim=-1)).square().sum(-1)
+
+
+def value_zeroing(p: LayerPieces) -> torch.Tensor:
+    """Mohebbi et al. (2023): the cosine distance between piece i's layer output and its output when piece
+    j's value vectors are zeroed in every head, rows normalised.
+
+    Zeroing j's values changes no weight and removes exactly ``g_ij = Σ_h α^h_ij f^h(x_j)`` from LN1's input,
+    so each "extra pass" is LN1 -> FFN -> LN2 on ``pre_i - g_ij``: run for a block of zeroed tokens at once.
+    Keys no query attends to (padding) score 0.
+    """
+    b, t, d = p.x.shape
+    pre = ln1_input(p)
+    h = p.ln1(pre)
+    y = p.ln2(h + p.ffn(h))  # (B, T, D)
+    dist = torch.zeros(b, t, t, device=p.x.device)
+    for cols in _blocks(t, 8 * b * t * d):  # the FFN's inner width is ~4 D: room for it
+        g = torch.einsum("bhij,bhjd->bijd", p.probs[..., cols], p.f[:, :, cols])  # (B, T, J, D)
+        h_zero = p.ln1(pre[:, :, None] - g)
+        y_zero = p.ln2(h_zero + p.ffn(h_zero))
+        dist[:, :, cols] = cosine_distance(y_zero, y[:, :, None])
+    used = p.probs.amax(dim=(1, 2)) > 0  # (B, T): keys that receive any weight
+    return normalise_rows(dist * used[:, None, :])[:, None]
+
+
+LAYER_MEASURES: dict[Measure, Callable[[LayerPieces], torch.Tensor]] = {
+    Measure.attention: attention,
+    Measure.norm: norm,
+    Measure.norm_layer: norm_layer,
+    Measure.alti: alti,
+    Measure.globenc: globenc,
+    Measure.value_zeroing: value_zeroing,
+}
+
+
+# ---- across layers --------------------------------------------------------------------------------------
+def rollout(maps: torch.Tensor, residual: bool) -> torch.Tensor:
+    """Abnar and Zuidema (2020): ``R_0 = A_0``, ``R_l = A_l R_{l-1}`` for per-layer maps ``(B, L, T, T)``.
+
+    ``residual``: each ``A_l`` is first ``0.5·A_l + 0.5·I`` with rows renormalised (for raw attention; ALTI,
+    GlobEnc and value zeroing count the residual already)."""
+    if residual:
+        eye = torch.eye(maps.shape[-1], device=maps.device, dtype=maps.dtype)
+        maps = normalise_rows(0.5 * maps + 0.5 * eye)
+    out = [maps[:, 0]]
+    for layer in range(1, maps.shape[1]):
+        out.append(maps[:, layer] @ out[-1])
+    return torch.stack(out, dim=1)
+
+
+def compute(measures: Sequence[Measure], pieces: Sequence[LayerPieces]) -> dict[Measure, torch.Tensor]:
+    """Every requested measure for one batch: ``(B, L, heads_of(m), T, T)`` float32 each, over pieces.
+
+    Rollouts use the per-layer maps of their base measure (head-mean weights for ``rollout``); ALTI and
+    GlobEnc share one decomposition."""
+    wanted = [Measure(m) for m in measures]
+    bases = {ROLLOUTS[m][0] if m in ROLLOUTS else m for m in wanted}
+    shared = [m for m in (Measure.alti, Measure.globenc) if m in bases]
+    per_layer: dict[Measure, list[torch.Tensor]] = {m: [] for m in bases}
+    for p in pieces:
+        got = contributions(p, shared) if shared else {}
+        for m in bases:
+            per_layer[m].append(got[m] if m in got else LAYER_MEASURES[m](p))
+    stacked = {m: torch.stack(v, dim=1) for m, v in per_layer.items()}
+    out: dict[Measure, torch.Tensor] = {}
+    for m in wanted:
+        if m in ROLLOUTS:
+            base, residual = ROLLOUTS[m]
+            out[m] = rollout(stacked[base].mean(dim=2), residual)[:, :, None]
+        else:
+            out[m] = stacked[m]
+    return out
