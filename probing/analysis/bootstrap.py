@@ -7,8 +7,6 @@ computed once per sentence and every resample is a matrix product.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
 
@@ -34,14 +32,35 @@ def resample_counts(n_sentences: int, n_resamples: int, seed: int, block: int = 
 
 def percentile_interval(samples: np.ndarray, ci: float, axis: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """The central ``ci`` percentile interval of bootstrap ``samples`` along ``axis`` (NaNs ignored:
-    a resample without any arc of a rare relation has no accuracy)."""
+    a resample without any arc of a rare relation has no accuracy).
+
+    The numbers of ``np.nanpercentile`` (linear interpolation), vectorised: one sort of every column at once
+    (NaNs sort last), then numpy's own interpolation formula, instead of a partition per column."""
     if not 0.0 < ci < 1.0:
         raise ValueError(f"ci must be in (0, 1), got {ci}")
-    lo, hi = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
+    samples = np.asarray(samples)
+    shape = samples.shape[:axis] + samples.shape[axis + 1:]
     if samples.shape[axis] == 0:
-        shape = samples.shape[:axis] + samples.shape[axis + 1:]
         return np.full(shape, np.nan), np.full(shape, np.nan)
-    with warnings.catch_warnings():  # an all-NaN slice (no arcs at all) gives NaN, not a warning
-        warnings.simplefilter("ignore", RuntimeWarning)
-        q = np.nanpercentile(samples, [lo, hi], axis=axis)
-    return q[0], q[1]
+    x = np.sort(np.moveaxis(samples, axis, 0).reshape(samples.shape[axis], -1), axis=0)  # (B, columns)
+    n = (~np.isnan(x)).sum(axis=0)
+    lo, hi = (_sorted_quantile(x, n, 100 * (1 - ci) / 2 / 100), _sorted_quantile(x, n, 100 * (1 + ci) / 2 / 100))
+    return lo.reshape(shape), hi.reshape(shape)
+
+
+def _sorted_quantile(x: np.ndarray, n: np.ndarray, q: float) -> np.ndarray:
+    """Quantile ``q`` of each column of ``x`` (sorted, its ``n`` valid values first) as numpy's ``linear``
+    method computes it (``_get_indexes``, ``_get_gamma``, ``_lerp``), so the result is bit-identical."""
+    virtual = (n - 1) * np.float64(q)
+    previous = np.floor(virtual)
+    above = virtual >= n - 1  # numpy takes its last (valid) value there, through index -1
+    last = np.maximum(n - 1, 0)
+    prev_i = np.where(above, last, previous).astype(np.intp)
+    next_i = np.where(above, last, previous + 1).astype(np.intp)
+    gamma = virtual - np.where(above, -1.0, previous)
+    cols = np.arange(x.shape[1])
+    a, b = x[prev_i, cols], x[next_i, cols]
+    diff = b - a
+    out = np.where(gamma >= 0.5, b - diff * (1 - gamma), a + diff * gamma)
+    out[n == 0] = np.nan  # no valid resample: no interval
+    return out

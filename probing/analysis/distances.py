@@ -3,7 +3,12 @@
 The distance between heads g and h is the Jensen-Shannon distance (the square root of the JS divergence,
 base 2, so in [0, 1]) between their attention distributions, averaged over every attending word of the
 sentences used; each distribution spans the full sequence (special tokens kept). The heads are then
-embedded in two dimensions with metric MDS (scikit-learn) on the precomputed distances.
+embedded in two dimensions with metric MDS on the precomputed distances (:func:`smacof`, scikit-learn's
+algorithm without its import).
+
+Cost: one ``m log m`` per pair of heads and attended position (``m = (p + q) / 2``, float32), the rest is per
+head. Rows are grouped by sequence length (sentences of one length share one array, nothing is padded) and
+laid out position-major, so the sums over positions are whole-slice adds, in float64.
 """
 
 from __future__ import annotations
@@ -12,22 +17,33 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.special import entr
 
 from probing.progress import progress
 from probing.store import AttentionStore
 
+_TINY = np.finfo(np.float32).tiny  # zeros become this: 0 log 0 = 0 up to 1e-36, far below float32's resolution
+
+
+def _xlogx(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """``x * log(x)`` into ``out`` (x > 0; ``out`` is not ``x``)."""
+    np.log(x, out=out)
+    return np.multiply(out, x, out=out)
+
 
 def js_distance_sums(rows: np.ndarray) -> np.ndarray:
-    """``(G, R, M)`` distributions (G heads, R attending rows, zero-padded to M) -> ``(G, G)`` sums over the
-    rows of the JS distance (base 2) between every pair of heads."""
+    """``(G, R, M)`` distributions (G heads, R attending rows over M positions; zero padding allowed) ->
+    ``(G, G)`` sums over the rows of the JS distance (base 2) between every pair of heads: the entropy of
+    the mixture minus the mean entropy of the two (a head's own entropy is computed once; the mixture of
+    a head with itself is the head, bit for bit, so identical heads are at exactly 0)."""
     g = rows.shape[0]
-    p = rows.astype(np.float32, copy=False)
-    h_self = entr(p).sum(axis=-1)  # (G, R)
+    p = np.ascontiguousarray(np.maximum(rows, _TINY, dtype=np.float32).transpose(0, 2, 1))  # (G, M, R)
+    buf, logs = np.empty_like(p), np.empty_like(p)
+    h = -_xlogx(p, logs).sum(axis=1, dtype=np.float64)  # (G, R) entropies, nats
     out = np.zeros((g, g))
     for a in range(g):  # the other head's axis is vectorised; only the upper triangle is computed
-        mix = 0.5 * (p[a][None] + p[a:])
-        js = entr(mix).sum(axis=-1) - 0.5 * (h_self[a][None] + h_self[a:])
+        mix = np.add(p[a][None], p[a:], out=buf[:g - a])
+        mix *= 0.5
+        js = -_xlogx(mix, logs[:g - a]).sum(axis=1, dtype=np.float64) - 0.5 * (h[a] + h[a:])  # (G-a, R)
         d = np.sqrt(np.clip(js / np.log(2), 0.0, 1.0)).sum(axis=-1)
         out[a, a:] = d
         out[a:, a] = d
@@ -37,8 +53,13 @@ def js_distance_sums(rows: np.ndarray) -> np.ndarray:
 
 def head_distances(store: AttentionStore, indices: Sequence[int], block_rows: int = 1024) -> tuple[np.ndarray, int]:
     """Mean JS distance between all pairs of heads over the attending words of ``indices``:
-    ``(L*H, L*H)`` (head ``layer * H + head``) and the number of rows averaged."""
+    ``(L*H, L*H)`` (head ``layer * H + head``) and the number of rows averaged.
+
+    Sentences are read by sequence length, so each block holds rows of one length (at most ``block_rows``
+    rows, or one sentence): memory stays bounded and nothing is padded."""
     g = store.num_layers * store.num_heads
+    idx = np.asarray([i for i in indices if i in store], dtype=np.int64)
+    idx = idx[np.argsort(store.m[idx], kind="stable")]
     total = np.zeros((g, g))
     count = 0
     batch: list[np.ndarray] = []
@@ -46,24 +67,18 @@ def head_distances(store: AttentionStore, indices: Sequence[int], block_rows: in
 
     def flush() -> None:
         nonlocal batch, batch_rows
-        if not batch:
-            return
-        m = max(b.shape[-1] for b in batch)
-        rows = np.zeros((g, batch_rows, m), dtype=np.float32)
-        at = 0
-        for b in batch:
-            rows[:, at:at + b.shape[1], :b.shape[-1]] = b
-            at += b.shape[1]
-        total[:] += js_distance_sums(rows)
+        if batch:
+            total[:] += js_distance_sums(np.concatenate(batch, axis=1))
         batch, batch_rows = [], 0
 
-    for i, maps in progress(store.iter_maps(indices), "head distances", total=len(indices)):
+    for i in progress(idx, "head distances", total=len(idx)):
+        i = int(i)
+        if batch and (batch[0].shape[-1] != store.m[i] or batch_rows >= block_rows):
+            flush()
         p, n = int(store.prefix[i]), int(store.n_words[i])
-        batch.append(np.asarray(maps[..., p:p + n, :], dtype=np.float32).reshape(g, n, -1))
+        batch.append(np.asarray(store.maps(i)[..., p:p + n, :], dtype=np.float32).reshape(g, n, -1))
         batch_rows += n
         count += n
-        if batch_rows >= block_rows:
-            flush()
     flush()
     store.close()
     return (total / count if count else total), count
@@ -80,10 +95,53 @@ def distance_table(dist: np.ndarray, num_heads: int) -> pd.DataFrame:
 
 def mds_embedding(dist: np.ndarray, num_heads: int, seed: int) -> pd.DataFrame:
     """2-D metric MDS of the heads from their distance matrix: ``layer, head, x, y``."""
-    from sklearn.manifold import MDS
-
-    mds = MDS(n_components=2, metric="precomputed", init="random", n_init=4, random_state=seed)
-    xy = mds.fit_transform(dist)
+    xy = smacof(dist, seed=seed)
     g = dist.shape[0]
     return pd.DataFrame({"layer": np.arange(g) // num_heads, "head": np.arange(g) % num_heads,
                          "x": xy[:, 0], "y": xy[:, 1]})
+
+
+def smacof(dissimilarities: np.ndarray, n_components: int = 2, n_init: int = 4, max_iter: int = 300,
+           eps: float = 1e-6, seed: int = 0) -> np.ndarray:
+    """Metric MDS by SMACOF: ``(n, n)`` dissimilarities -> ``(n, n_components)`` coordinates.
+
+    Scikit-learn's algorithm (``MDS(metric="precomputed", init="random", n_init=4, random_state=seed)``,
+    version 1.9) operation for operation, so the coordinates are the same to the bit (a unit test compares
+    them), without importing scikit-learn (seconds at start-up): ``n_init`` random starts drawn from one
+    ``RandomState(seed)``, Guttman transforms until the stress gain per squared distance is below ``eps``,
+    the start with the lowest stress kept."""
+    dis = np.asarray(dissimilarities, dtype=np.float64)
+    n = dis.shape[0]
+    rng = np.random.RandomState(seed)
+    diag = np.arange(n)
+    best, best_stress = None, None
+    for _ in range(n_init):
+        x = rng.uniform(size=n * n_components).reshape((n, n_components))
+        dist = _euclidean(x)
+        old = None
+        for _ in range(max_iter):
+            dist[dist == 0] = 1e-5
+            ratio = dis / dist
+            b = -ratio
+            b[diag, diag] += ratio.sum(axis=1)
+            x = 1.0 / n * np.dot(b, x)
+            dist = _euclidean(x)
+            stress = ((dist.ravel() - dis.ravel()) ** 2).sum() / 2
+            if old is not None and (old - stress) / ((dist.ravel() ** 2).sum() / 2) < eps:
+                break
+            old = stress
+        if best_stress is None or stress < best_stress:
+            best, best_stress = x.copy(), stress
+    return best
+
+
+def _euclidean(x: np.ndarray) -> np.ndarray:
+    """Pairwise Euclidean distances of the rows of float64 ``x``, as scikit-learn's ``euclidean_distances(x)``
+    computes them (``|a|^2 + |b|^2 - 2 a.b``, clipped at 0, zero diagonal)."""
+    sq = np.einsum("ij,ij->i", x, x)[:, None]
+    d = -2 * (x @ x.T)
+    d += sq
+    d += sq.T
+    np.maximum(d, 0, out=d)
+    np.fill_diagonal(d, 0)
+    return np.sqrt(d, out=d)

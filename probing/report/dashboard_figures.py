@@ -1,17 +1,20 @@
 """Plotly figures of the dashboard: sources side by side in every figure, one colour scale per row.
 
-Each builder returns ``(title, figure, n_heatmaps)`` tuples; the page counts the heatmaps it expects.
+Each builder returns ``(title, figure, n_heatmaps)`` tuples; the page counts the heatmaps it expects. The
+figures are plotly JSON dicts built with :mod:`probing.report.plotly_json` (no figure objects: they cost
+seconds per run).
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from probing import schema
 from probing.config import Direction, LabelSet
+from probing.report import plotly_json as P
 
 Fig = tuple[str, Any, int]
 
@@ -35,22 +38,6 @@ def shape_of(df: pd.DataFrame) -> tuple[int, int]:
     return int(df["layer"].max()) + 1, int(df["head"].max()) + 1
 
 
-def _heatmap(z: np.ndarray, coloraxis: str, hover: str, customdata: Optional[np.ndarray] = None) -> Any:
-    import plotly.graph_objects as go
-
-    return go.Heatmap(z=np.where(np.isfinite(z), np.round(z, 4), None).tolist(), coloraxis=coloraxis,
-                      customdata=None if customdata is None else customdata.tolist(),
-                      hovertemplate=hover + "<extra></extra>", xgap=1, ygap=1)
-
-
-def _axes(fig: Any, rows: int, cols: int, n_layers: int, n_heads: int) -> None:
-    for r in range(1, rows + 1):
-        for c in range(1, cols + 1):
-            fig.update_yaxes(autorange="reversed", title_text="layer" if c == 1 else None, dtick=1 if n_layers <= 12
-                             else 2, row=r, col=c)
-            fig.update_xaxes(title_text="head" if r == rows else None, dtick=1 if n_heads <= 12 else 2, row=r, col=c)
-
-
 def _relation_order(frames: Sequence[pd.DataFrame]) -> list[str]:
     """Relations, most frequent first (by their largest count ``n`` in any source)."""
     counts: dict[str, float] = {}
@@ -64,8 +51,6 @@ def _relation_order(frames: Sequence[pd.DataFrame]) -> list[str]:
 def heads_figures(sources: Sequence[Any]) -> list[Fig]:
     """One figure per label set x relation: rows accuracy and gain over the best positional baseline,
     columns direction x source. Base-label relations identical to an as-is relation are not repeated."""
-    from plotly.subplots import make_subplots
-
     with_heads = [s for s in sources if s.heads is not None and len(s.heads)]
     if not with_heads:
         return []
@@ -92,8 +77,8 @@ def heads_figures(sources: Sequence[Any]) -> list[Fig]:
             metrics = ["accuracy"] + (["gain over baseline"] if has_base else [])
             cols = [(d, s, df[df["direction"] == d]) for d in dirs for s, df in per]
             cols = [c for c in cols if len(c[2])]
-            fig = make_subplots(rows=len(metrics), cols=len(cols), horizontal_spacing=0.03, vertical_spacing=0.12,
-                                subplot_titles=[f"{s.label}<br>{d} · {m}" for m in metrics for d, s, _ in cols])
+            titles = [f"{s.label}<br>{d} · {m}" for m in metrics for d, s, _ in cols]
+            fig = P.grid_figure(len(metrics), len(cols), titles, horizontal_spacing=0.03, vertical_spacing=0.12)
             count = 0
             for r, metric in enumerate(metrics, start=1):
                 for c, (d, s, df) in enumerate(cols, start=1):
@@ -109,16 +94,19 @@ def heads_figures(sources: Sequence[Any]) -> list[Fig]:
                              + ("<br>gain CI [%{customdata[5]:.3f}, %{customdata[6]:.3f}]"
                                 if "diff_ci_low" in df.columns else ""))
                     custom = np.round(np.stack(extra + [acc], axis=-1), 4)
-                    fig.add_trace(_heatmap(z, "coloraxis" if r == 1 else "coloraxis2", hover, custom), row=r, col=c)
+                    fig["data"].append(P.on(P.heatmap(z, "coloraxis" if r == 1 else "coloraxis2", hover, custom),
+                                           r, c, len(cols)))
                     count += 1
-            _axes(fig, len(metrics), len(cols), *shape_of(per[0][0].heads))
-            fig.update_layout(
-                height=300 * len(metrics) + 40, margin=dict(l=50, r=80, t=70, b=40),
-                coloraxis=dict(colorscale="Viridis", cmin=0, cmax=1,
-                               colorbar=dict(title="acc", len=0.9 / len(metrics), y=1, yanchor="top")),
-                coloraxis2=dict(colorscale="RdBu", cmid=0, reversescale=True,
-                                colorbar=dict(title="gain", len=0.45, y=0, yanchor="bottom")))
-            fig.update_annotations(font_size=11)
+            P.layer_head_axes(fig, len(metrics), len(cols), *shape_of(per[0][0].heads))
+            layout = fig["layout"]
+            layout.update(
+                height=300 * len(metrics) + 40, margin=dict(b=40, l=50, r=80, t=70),
+                coloraxis=P.coloraxis("Viridis", "acc", dict(len=0.9 / len(metrics), y=1, yanchor="top"), cmax=1,
+                                     cmin=0),
+                coloraxis2=P.coloraxis("RdBu", "gain", dict(len=0.45, y=0, yanchor="bottom"), cmid=0,
+                                      reversescale=True))
+            for a in layout.get("annotations", []):
+                a["font"] = {**a.get("font", {}), "size": 11}
             out.append((f"{rel} ({label_set})", fig, count))
     return out
 
@@ -166,9 +154,6 @@ def best_heads(sources: Sequence[Any]) -> pd.DataFrame:
 def probe_figures(sources: Sequence[Any]) -> list[Fig]:
     """Probe accuracy per layer with control accuracy and selectivity (lines), and layer x head heatmaps
     of accuracy and selectivity for per-head jobs; one figure per probe kind, sources side by side."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
     out: list[Fig] = []
     with_probes = [s for s in sources if s.probes is not None and len(s.probes)]
     kinds = sorted({str(k) for s in with_probes for k in (s.probes["probe"].dropna().unique()
@@ -190,7 +175,7 @@ def probe_figures(sources: Sequence[Any]) -> list[Fig]:
             continue  # no score to plot
         # per-layer lines: per-layer jobs as they are; per-head jobs as the best head of each layer (by the
         # first headline metric), all its numbers from that same head
-        fig = make_subplots(rows=1, cols=len(per), subplot_titles=[s.label for s, _ in per], shared_yaxes=True)
+        fig = P.grid_figure(1, len(per), [s.label for s, _ in per], shared_yaxes=True)
         for c, (s, df) in enumerate(per, start=1):
             layer_jobs = df[df["layer"].notna() & df["head"].isna()]
             head_jobs = _best_head_per_layer(df[df["layer"].notna() & df["head"].notna()], metrics)
@@ -201,25 +186,25 @@ def probe_figures(sources: Sequence[Any]) -> list[Fig]:
                     pts, how = head_jobs[head_jobs["metric"] == m].groupby("layer")["value"].mean(), "best head"
                 else:
                     continue
-                fig.add_trace(go.Scatter(x=pts.index, y=pts.values, mode="lines+markers", name=f"{m} ({how})",
-                                         legendgroup=m, showlegend=c == 1, line=dict(dash="dot" if "control" in m
-                                                                                    else "solid"),
-                                         marker_color=_COLOURS[i % len(_COLOURS)]), row=1, col=c)
+                fig["data"].append(P.on({
+                    "type": "scatter", "x": pts.index.tolist(), "y": pts.to_numpy().tolist(), "mode": "lines+markers",
+                    "name": f"{m} ({how})", "legendgroup": m, "showlegend": c == 1,
+                    "line": {"dash": "dot" if "control" in m else "solid"},
+                    "marker": {"color": _COLOURS[i % len(_COLOURS)]}}, 1, c, len(per)))
             everything = df[df["layer"].isna() & df["head"].isna()]
             for m in ("accuracy", "selectivity"):
                 v = everything[everything["metric"] == m]["value"]
                 if len(v):
-                    fig.add_hline(y=float(v.iloc[0]), line_dash="dash", line_color="#888", row=1, col=c,
-                                  annotation_text=f"all heads: {m} {float(v.iloc[0]):.3f}")
-            fig.update_xaxes(title_text="layer", dtick=1, row=1, col=c)
-        fig.update_layout(height=360, margin=dict(l=50, r=30, t=60, b=40))
+                    P.hline(fig, float(v.iloc[0]), c, f"all heads: {m} {float(v.iloc[0]):.3f}")
+            x = fig["layout"]["xaxis" if c == 1 else f"xaxis{c}"]
+            x.update(title={"text": "layer"}, dtick=1)
+        fig["layout"].update(height=360, margin=dict(b=40, l=50, r=30, t=60))
         out.append((f"probe={kind}: accuracy, control and selectivity per layer", fig, 0))
         heat = [(s, df[df["layer"].notna() & df["head"].notna()]) for s, df in per]
         heat = [(s, df) for s, df in heat if len(df)]
         hm = [m for m in PROBE_PRIMARY + ("selectivity",) if any((df["metric"] == m).any() for _, df in heat)]
         if heat and hm:
-            fig = make_subplots(rows=len(hm), cols=len(heat), subplot_titles=[f"{s.label} · {m}" for m in hm
-                                                                             for s, _ in heat])
+            fig = P.grid_figure(len(hm), len(heat), [f"{s.label} · {m}" for m in hm for s, _ in heat])
             count = 0
             for r, m in enumerate(hm, start=1):
                 for c, (s, df) in enumerate(heat, start=1):
@@ -228,14 +213,14 @@ def probe_figures(sources: Sequence[Any]) -> list[Fig]:
                         continue
                     z = grid(sub, "value", *shape_of(sub))
                     axis = "coloraxis2" if m == "selectivity" else "coloraxis"
-                    fig.add_trace(_heatmap(z, axis, f"L%{{y}} H%{{x}}<br>{m} %{{z:.3f}}"), row=r, col=c)
+                    trace = P.heatmap(z, axis, f"L%{{y}} H%{{x}}<br>{m} %{{z:.3f}}")
+                    fig["data"].append(P.on(trace, r, c, len(heat)))
                     count += 1
-            _axes(fig, len(hm), len(heat), *shape_of(heat[0][1]))
-            fig.update_layout(height=300 * len(hm) + 40, margin=dict(l=50, r=80, t=60, b=40),
-                              coloraxis=dict(colorscale="Viridis", colorbar=dict(title="acc", len=0.45, y=1,
-                                                                                 yanchor="top")),
-                              coloraxis2=dict(colorscale="RdBu", cmid=0, reversescale=True,
-                                              colorbar=dict(title="sel.", len=0.45, y=0, yanchor="bottom")))
+            P.layer_head_axes(fig, len(hm), len(heat), *shape_of(heat[0][1]))
+            fig["layout"].update(height=300 * len(hm) + 40, margin=dict(b=40, l=50, r=80, t=60),
+                                 coloraxis=P.coloraxis("Viridis", "acc", dict(len=0.45, y=1, yanchor="top")),
+                                 coloraxis2=P.coloraxis("RdBu", "sel.", dict(len=0.45, y=0, yanchor="bottom"), cmid=0,
+                                                       reversescale=True))
             out.append((f"probe={kind}: one probe per head", fig, count))
     return out
 
@@ -257,8 +242,6 @@ _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#
 def pattern_figures(sources: Sequence[Any]) -> list[Fig]:
     """One figure per attention-pattern metric (attention to [CLS], [SEP], punctuation, next/previous
     word, entropy...): layer x head heatmaps, sources side by side."""
-    from plotly.subplots import make_subplots
-
     per = [s for s in sources if s.patterns is not None and len(s.patterns)]
     metrics: list[str] = []
     for s in per:
@@ -269,44 +252,40 @@ def pattern_figures(sources: Sequence[Any]) -> list[Fig]:
         cols = [(s, df.groupby(["layer", "head"], as_index=False)["value"].mean()) for s, df in cols if len(df)]
         if all(df["value"].nunique(dropna=True) <= 1 for _, df in cols):
             continue  # the same for every head (e.g. the entropy of uniform attention): nothing to compare
-        fig = make_subplots(rows=1, cols=len(cols), subplot_titles=[s.label for s, _ in cols])
+        fig = P.grid_figure(1, len(cols), [s.label for s, _ in cols])
         for c, (s, df) in enumerate(cols, start=1):
-            fig.add_trace(_heatmap(grid(df, "value", *shape_of(df)), "coloraxis", f"L%{{y}} H%{{x}}<br>{m} %{{z:.3f}}"),
-                          row=1, col=c)
-        _axes(fig, 1, len(cols), *shape_of(cols[0][1]))
-        fig.update_layout(height=330, margin=dict(l=50, r=80, t=60, b=40),
-                          coloraxis=dict(colorscale="Magma", reversescale=True, colorbar=dict(title=m[:8])))
+            fig["data"].append(P.on(P.heatmap(grid(df, "value", *shape_of(df)), "coloraxis",
+                                            f"L%{{y}} H%{{x}}<br>{m} %{{z:.3f}}"), 1, c, len(cols)))
+        P.layer_head_axes(fig, 1, len(cols), *shape_of(cols[0][1]))
+        fig["layout"].update(height=330, margin=dict(b=40, l=50, r=80, t=60),
+                             coloraxis=P.coloraxis("Magma", m[:8], reversescale=True))
         out.append((f"pattern: {m}", fig, len(cols)))
     return out
 
 
 def mds_figures(sources: Sequence[Any]) -> list[Fig]:
     """The MDS embedding of heads (from the analysis's head distances), coloured by layer."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
     per = [s for s in sources if s.mds is not None and len(s.mds)]
     if not per:
         return []
-    fig = make_subplots(rows=1, cols=len(per), subplot_titles=[s.label for s in per])
+    fig = P.grid_figure(1, len(per), [s.label for s in per])
     for c, s in enumerate(per, start=1):
         df = s.mds
-        fig.add_trace(go.Scatter(
-            x=df["x"], y=df["y"], mode="markers+text", text=[f"{int(a)}-{int(b)}" for a, b in zip(df["layer"], df["head"])],
-            textposition="top center", textfont=dict(size=8),
-            marker=dict(color=df["layer"], colorscale="Viridis", size=9, showscale=c == 1,
-                        colorbar=dict(title="layer")),
-            hovertemplate="L%{customdata[0]} H%{customdata[1]}<extra></extra>",
-            customdata=df[["layer", "head"]].to_numpy().tolist(), showlegend=False), row=1, col=c)
-    fig.update_layout(height=520, margin=dict(l=40, r=40, t=60, b=40))
+        fig["data"].append(P.on({
+            "type": "scatter", "x": df["x"].tolist(), "y": df["y"].tolist(), "mode": "markers+text",
+            "text": [f"{int(a)}-{int(b)}" for a, b in zip(df["layer"], df["head"])],
+            "textposition": "top center", "textfont": {"size": 8},
+            "marker": {"color": df["layer"].tolist(), "colorscale": [list(v) for v in P.colorscale("Viridis")],
+                       "size": 9, "showscale": c == 1, "colorbar": {"title": {"text": "layer"}}},
+            "hovertemplate": "L%{customdata[0]} H%{customdata[1]}<extra></extra>",
+            "customdata": df[["layer", "head"]].to_numpy().tolist(), "showlegend": False}, 1, c, len(per)))
+    fig["layout"].update(height=520, margin=dict(b=40, l=40, r=40, t=60))
     return [("MDS of heads (label: layer-head)", fig, 0)]
 
 
 def tree_figures(sources: Sequence[Any]) -> list[Fig]:
     """UAS of the trees decoded from each head's attention (one figure per decoding method and direction),
     sources side by side; hover shows the left/right-branching baselines."""
-    from plotly.subplots import make_subplots
-
     per = [s for s in sources if s.trees is not None and len(s.trees)]
     keys: list[tuple[str, str]] = []
     for s in per:
@@ -324,17 +303,17 @@ def tree_figures(sources: Sequence[Any]) -> list[Fig]:
         score = "uas" if any(pd.to_numeric(df["uas"], errors="coerce").notna().any() for _, df in cols) else "uuas"
         if score not in cols[0][1].columns:
             continue
-        fig = make_subplots(rows=1, cols=len(cols), subplot_titles=[s.label for s, _ in cols])
+        fig = P.grid_figure(1, len(cols), [s.label for s, _ in cols])
         for c, (s, df) in enumerate(cols, start=1):
             shape = shape_of(df)
             extra = [grid(df, col, *shape) if col in df.columns else np.full(shape, np.nan)
                      for col in (f"left_branching_{score}", f"right_branching_{score}")]
             hover = (f"L%{{y}} H%{{x}}<br>{score.upper()} %{{z:.3f}}<br>left-branching %{{customdata[0]:.3f}}, "
                      "right-branching %{customdata[1]:.3f}")
-            fig.add_trace(_heatmap(grid(df, score, *shape), "coloraxis", hover,
-                                   np.round(np.stack(extra, axis=-1), 4)), row=1, col=c)
-        _axes(fig, 1, len(cols), *shape_of(cols[0][1]))
-        fig.update_layout(height=330, margin=dict(l=50, r=80, t=60, b=40),
-                          coloraxis=dict(colorscale="Viridis", cmin=0, colorbar=dict(title=score.upper())))
+            fig["data"].append(P.on(P.heatmap(grid(df, score, *shape), "coloraxis", hover,
+                                            np.round(np.stack(extra, axis=-1), 4)), 1, c, len(cols)))
+        P.layer_head_axes(fig, 1, len(cols), *shape_of(cols[0][1]))
+        fig["layout"].update(height=330, margin=dict(b=40, l=50, r=80, t=60),
+                             coloraxis=P.coloraxis("Viridis", score.upper(), cmin=0))
         out.append((f"trees: {method}, {direction} ({score.upper()})", fig, len(cols)))
     return out

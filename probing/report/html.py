@@ -45,8 +45,11 @@ def render_template(name: str, **context: Any) -> str:
 
 
 def figure_div(fig: Any, div_id: str | None = None, css_class: str = "") -> Markup:
-    """A plotly figure as a ``<div>`` that uses the page's inlined plotly.js."""
-    body = Markup(fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
+    """A plotly figure (a figure object, or a figure dict in plotly's JSON form, written as it is) as a
+    ``<div>`` that uses the page's inlined plotly.js."""
+    import plotly.io as pio
+
+    body = Markup(pio.to_html(fig, full_html=False, include_plotlyjs=False, div_id=div_id, validate=False,
                               config={"displaylogo": False, "responsive": True}))
     return Markup('<div class="{}">{}</div>').format(css_class, body) if css_class else body
 

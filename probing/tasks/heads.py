@@ -69,7 +69,7 @@ def conventions(h: HeadsConfig, store: AttentionStore) -> dict:
         "patterns": {"rows": str(h.pattern_rows), "positions": "full sequence, special tokens kept",
                      "entropy": "nats"},
         "distances": {"metric": "Jensen-Shannon distance, base 2, mean over attending words",
-                      "sentences": h.distance_sentences, "mds": "sklearn metric MDS, precomputed, seed"},
+                      "sentences": h.distance_sentences, "mds": "metric MDS (SMACOF, scikit-learn's: random init, 4 inits), precomputed, seed"},
         "trees": {"directed": "Chu-Liu-Edmonds rooted at the gold root, UAS over non-root words",
                   "undirected": "Prim maximum spanning tree of A + A.T, UUAS over gold edges",
                   "right_branching": "head = previous word", "left_branching": "head = next word",

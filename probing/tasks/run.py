@@ -3,12 +3,14 @@
 The task returns a :class:`~probing.tasks.base.TaskResult`; this module writes ``metrics.json`` and
 ``run_meta.json`` from it, the dashboard for the tasks that have one, and mirrors the headline numbers to
 the tracker. A new task is a module with ``from_config(cfg, out) -> TaskResult`` and one entry in
-:data:`TASKS`.
+:data:`TASKS`. Task modules are imported when their task runs, not at start-up (a heads run does not pay
+for the probes' scikit-learn and scipy imports).
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 import logging
 import time
 from dataclasses import dataclass
@@ -18,12 +20,10 @@ from typing import Callable, Optional
 from omegaconf import DictConfig
 
 from probing.config import ReportConfig, RunConfig, TaskName, to_plain, unknown_keys
-from probing.encoder import resolved_device
 from probing.errors import ProbingError
 from probing.io import write_json
 from probing.results import read_metrics, write_run_meta
 from probing.schema import METRICS_FILE
-from probing.tasks import extract, heads, inspect, probe
 from probing.tasks.base import RunOutput, TaskResult
 from probing.tracking import make_tracker
 
@@ -38,11 +38,19 @@ class Task:
     dashboard: bool = False
 
 
+def _lazy(module: str) -> Callable[[RunConfig, RunOutput], TaskResult]:
+    """``probing.tasks.<module>.from_config``, imported on the first call."""
+    def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
+        return importlib.import_module(f"probing.tasks.{module}").from_config(cfg, out)
+
+    return from_config
+
+
 TASKS: dict[TaskName, Task] = {
-    TaskName.extract: Task(extract.from_config),
-    TaskName.heads: Task(heads.from_config, dashboard=True),
-    TaskName.probe: Task(probe.from_config),  # sweeps of probes get one dashboard from probing-report
-    TaskName.inspect: Task(inspect.from_config),
+    TaskName.extract: Task(_lazy("extract")),
+    TaskName.heads: Task(_lazy("heads"), dashboard=True),
+    TaskName.probe: Task(_lazy("probe")),  # sweeps of probes get one dashboard from probing-report
+    TaskName.inspect: Task(_lazy("inspect")),
 }
 
 
@@ -74,6 +82,8 @@ def _claim(out_dir: Path, cfg: RunConfig, name: TaskName) -> None:
     existing = read_metrics(out_dir)
     if not existing:
         return
+    from probing.tasks import probe
+
     if name is TaskName.probe and existing.get("config_key") == probe.config_key(cfg.model, cfg.data, cfg.extract,
                                                                                  cfg.probe):
         return
@@ -88,6 +98,8 @@ def run(cfg: DictConfig | RunConfig, out_dir: Path, job_name: Optional[str] = No
     name = TaskName(cfg.task.name)
     task = TASKS[name]
     _check_keys(cfg)
+    from probing.encoder import resolved_device  # torch: imported by the run, not by importing this module
+
     device = resolved_device(cfg.model.device)  # a device this machine lacks fails before any work
     _claim(out_dir, cfg, name)
     container = to_plain(cfg)

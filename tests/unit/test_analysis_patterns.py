@@ -5,7 +5,7 @@ import pytest
 from analysis_store import build_store, synthetic_corpus
 from scipy.spatial.distance import jensenshannon
 
-from probing.analysis.distances import distance_table, head_distances, js_distance_sums, mds_embedding
+from probing.analysis.distances import distance_table, head_distances, js_distance_sums, mds_embedding, smacof
 from probing.analysis.patterns import METRICS, attention_patterns, layer_means, sentence_patterns
 from probing.config import PatternRows
 
@@ -71,3 +71,13 @@ def test_head_distances_and_mds_over_a_store(tmp_path):
                                   "js_distance"].iloc[0] == pytest.approx(dist[1, 5])
     xy = mds_embedding(dist, 3, seed=0)
     assert list(xy.columns) == ["layer", "head", "x", "y"] and len(xy) == 6
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_smacof_gives_scikit_learns_metric_mds_coordinates(seed):
+    from sklearn.manifold import MDS
+
+    x = np.random.default_rng(seed).random((25, 4))
+    d = np.sqrt(((x[:, None] - x[None]) ** 2).sum(-1))
+    ref = MDS(n_components=2, metric="precomputed", init="random", n_init=4, random_state=seed).fit_transform(d)
+    assert np.allclose(smacof(d, seed=seed), ref, rtol=0, atol=1e-12)  # bit for bit on one BLAS

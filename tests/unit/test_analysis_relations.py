@@ -131,6 +131,27 @@ def test_resample_counts_and_percentile_interval():
     assert lo[0] == pytest.approx(1.5) and hi[0] == pytest.approx(2.5)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_percentile_interval_is_numpys_nanpercentile_to_the_bit(dtype):
+    rng = np.random.default_rng(3)
+    for b, nan_rows, nan_cells, ties in ((1000, 0.05, 0.0, False), (1000, 0.0, 0.01, True), (7, 0.3, 0.2, True),
+                                         (2, 0.0, 0.4, False), (1, 0.0, 0.0, False)):
+        x = rng.random((b, 30))
+        x = np.round(x, 1) if ties else x
+        x[rng.random(b) < nan_rows] = np.nan  # a relation's empty resamples
+        x[rng.random((b, 30)) < nan_cells] = np.nan
+        x[:, 1] = np.nan  # a column without any value: no interval
+        x = x.astype(dtype)
+        for ci in (0.95, 0.5, 0.999):
+            q = 100 * (1 - ci) / 2, 100 * (1 + ci) / 2
+            with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
+                ref = np.nanpercentile(x, q, axis=0)
+            lo, hi = percentile_interval(x, ci)
+            assert np.array_equal(lo, ref[0], equal_nan=True) and np.array_equal(hi, ref[1], equal_nan=True)
+            lo3, _ = percentile_interval(np.moveaxis(x.reshape(b, 5, 6), 0, 1), ci, axis=1)
+            assert np.array_equal(lo3, lo.reshape(5, 6), equal_nan=True)
+
+
 def test_perfect_head_has_a_degenerate_interval_and_beats_a_weak_baseline(data):
     corpus, store = data
     counts = count(store, corpus, bootstrap=200, seed=0)

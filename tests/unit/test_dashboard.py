@@ -50,14 +50,16 @@ def test_heads_figures_count_values_and_skip_duplicate_base_labels(tmp_path):
     assert [t for t, _, _ in figs] == ["nsubj (as_is)", "nmod:poss (as_is)", "nmod (base)"]
     assert [n for _, _, n in figs] == [4, 4, 4]  # (accuracy, gain) x 2 directions x 1 source
     fig = figs[0][1]
-    acc, gain = fig.data[0], fig.data[2]  # dep_to_head accuracy, dep_to_head gain
-    assert np.array(acc.z, dtype=float) == pytest.approx(np.array([[0.1, 0.2], [0.3, 0.4]]))
-    assert np.array(gain.z, dtype=float) == pytest.approx(np.array([[0.1, 0.2], [0.3, 0.4]]) - 0.25)
-    assert acc.customdata[1][0][:3] == pytest.approx([0.2, 0.4, 50])  # ci_low, ci_high, n of L1 H0
+    acc, gain = fig["data"][0], fig["data"][2]  # dep_to_head accuracy, dep_to_head gain
+    assert np.array(acc["z"], dtype=float) == pytest.approx(np.array([[0.1, 0.2], [0.3, 0.4]]))
+    assert np.array(gain["z"], dtype=float) == pytest.approx(np.array([[0.1, 0.2], [0.3, 0.4]]) - 0.25)
+    assert acc["customdata"][1][0][:3] == pytest.approx([0.2, 0.4, 50])  # ci_low, ci_high, n of L1 H0
+    assert (acc["xaxis"], gain["yaxis"]) == ("x", "y3") and fig["layout"]["coloraxis"]["colorbar"]["title"] == {
+        "text": "acc"}  # plotly's own subplot grid; titles as objects (plotly.js 3 draws no string titles)
     b = load_sources_from({"heads": heads_table("b", n_layers=3, n_heads=2)}, tmp_path / "b")[0]
     two = F.heads_figures([a, b])
     assert [n for _, _, n in two] == [8, 8, 8]  # two runs side by side
-    assert np.array(two[0][1].data[1].z).shape == (3, 2)
+    assert np.array(two[0][1]["data"][1]["z"]).shape == (3, 2)
 
 
 def test_missing_tables_degrade_and_the_page_counts_its_heatmaps(tmp_path):
@@ -93,7 +95,7 @@ def test_sweep_dirs_become_sources(tmp_path):
     probes = sources[1].probes
     assert sorted(probes[probes.metric == "accuracy"]["value"]) == pytest.approx([0.5, 0.6])
     figs = F.probe_figures(sources)
-    assert len(figs) == 1 and [list(t.y) for t in figs[0][1].data][0] == pytest.approx([0.5, 0.6])
+    assert len(figs) == 1 and [list(t["y"]) for t in figs[0][1]["data"]][0] == pytest.approx([0.5, 0.6])
 
 
 def test_tables_are_read_by_their_schema_names_and_columns(tmp_path):
@@ -159,8 +161,8 @@ def test_tree_figures_score_undirected_trees_by_uuas(tmp_path):
     figs = F.tree_figures(load_sources([run]))
     assert [(t, n) for t, _, n in figs] == [("trees: mst_directed, dep_to_head (UAS)", 1),
                                             ("trees: mst_undirected, undirected (UUAS)", 1)]
-    assert np.array(figs[1][1].data[0].z, dtype=float) == pytest.approx(np.array([[0.5, 0.51], [0.6, 0.61]]))
-    assert figs[1][1].data[0].customdata[0][0] == pytest.approx([0.45, 0.45])
+    assert np.array(figs[1][1]["data"][0]["z"], dtype=float) == pytest.approx(np.array([[0.5, 0.51], [0.6, 0.61]]))
+    assert figs[1][1]["data"][0]["customdata"][0][0] == pytest.approx([0.45, 0.45])
 
 
 def test_per_head_sweeps_plot_the_numbers_of_each_layers_best_head(tmp_path):
@@ -170,7 +172,7 @@ def test_per_head_sweeps_plot_the_numbers_of_each_layers_best_head(tmp_path):
                  for m, v in (("accuracy", acc), ("control_accuracy", ctl), ("selectivity", acc - ctl))]
     write_table(pd.DataFrame(rows), tmp_path / "sweep", "sweep")
     figs = F.probe_figures(load_sources([tmp_path / "sweep"]))
-    lines = {t.name: list(t.y) for t in figs[0][1].data}
+    lines = {t["name"]: list(t["y"]) for t in figs[0][1]["data"]}
     # layer 0: head 0 (accuracy 0.6) wins, so control 0.5 and selectivity 0.1 are head 0's, not the maxima
     assert lines["accuracy (best head)"] == pytest.approx([0.6, 0.9])
     assert lines["control_accuracy (best head)"] == pytest.approx([0.5, 0.6])
@@ -185,7 +187,7 @@ def test_arc_probe_sweeps_rank_heads_by_uas(tmp_path):
                  for m, v in (("uas", uas), ("control_accuracy", ctl), ("selectivity", uas - ctl))]
     write_table(pd.DataFrame(rows), tmp_path / "sweep", "sweep")
     figs = F.probe_figures(load_sources([tmp_path / "sweep"]))
-    lines = {t.name: list(t.y) for t in figs[0][1].data}
+    lines = {t["name"]: list(t["y"]) for t in figs[0][1]["data"]}
     assert sorted(lines) == ["control_accuracy (best head)", "selectivity (best head)", "uas (best head)"]
     assert lines["uas (best head)"] == pytest.approx([0.8])
     assert lines["control_accuracy (best head)"] == pytest.approx([0.2])
