@@ -12,12 +12,13 @@ from probing.config import Pooling
 
 
 def pool_attention(attn: torch.Tensor, piece_position: torch.Tensor, n_positions: int,
-                   pooling: Pooling) -> torch.Tensor:
+                   pooling: Pooling, stochastic: bool = True) -> torch.Tensor:
     """Piece-level ``attn (B, L, H, T, T)`` -> position-level ``(B, L, H, M, M)`` in float32.
 
     ``piece_position (B, T)`` gives the position of every piece, -1 for padding (its rows and columns are
     dropped). ``mean_sum`` (Clark et al. 2019): a position's column is the sum of its pieces' columns and its
-    row the mean of its pieces' rows. ``first``: both come from the position's first piece, rows renormalised.
+    row the mean of its pieces' rows. ``first``: both come from the position's first piece, rows renormalised
+    unless ``stochastic`` is False (maps whose rows are not distributions, such as the ``norm`` measure's).
     Segment sums by scatter-add cost O(T^2) per map, where pooling matrices would cost O(M T^2).
     """
     pooling = Pooling(pooling)  # a plain string from a notebook works too; anything else fails here
@@ -37,7 +38,7 @@ def pool_attention(attn: torch.Tensor, piece_position: torch.Tensor, n_positions
     rows.scatter_add_(-2, idx[:, None, None, :, None].expand(b, n_layers, n_heads, t, m1), cols)
     out = rows[..., :n_positions, :n_positions]
     if pooling is Pooling.first:
-        return out / out.sum(-1, keepdim=True).clamp(min=1e-12)
+        return out / out.sum(-1, keepdim=True).clamp(min=1e-12) if stochastic else out
     counts = torch.zeros(b, m1, dtype=torch.float32, device=a.device)
     counts.scatter_add_(1, idx, keep.to(torch.float32))
     return out / counts[:, None, None, :n_positions, None].clamp(min=1.0)

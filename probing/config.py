@@ -195,6 +195,8 @@ class ExtractConfig:
     """Extraction settings; pooling, max_length and store_dtype are part of the store's fingerprint."""
 
     pooling: Pooling = Pooling.mean_sum
+    # maps computed in the one forward pass, each in its own store (the measure is part of its key)
+    measures: List[Measure] = field(default_factory=lambda: [Measure.attention])
     batch_size: int = 32
     # tokens per batch cap (pieces x sentences), keeps long-sentence batches bounded in memory
     max_batch_tokens: int = 8192

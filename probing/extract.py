@@ -2,6 +2,10 @@
 
 Sentences are sorted by length and batched with padding masked; attention is pooled to words on the
 model's device and written in shards. A file lock per store makes parallel jobs build it once.
+
+Every measure of ``extract.measures`` (:mod:`probing.mixing`) has its own store, keyed like the attention
+store plus the measure's name (the attention store's key is the same as before measures existed, so its
+caches are reused); the measures still missing are computed together, in the forward pass of the weights.
 """
 
 from __future__ import annotations
@@ -10,18 +14,21 @@ import hashlib
 import json
 import logging
 import time
-from dataclasses import dataclass
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
 import numpy as np
+import torch
 from filelock import FileLock
 
 from probing.alignment import pool_attention
-from probing.config import ExtractConfig, ModelConfig, Pooling, enum_value
+from probing.config import ExtractConfig, Measure, ModelConfig, Pooling, enum_value
 from probing.corpus import Corpus
 from probing.encoder import Encoder, Tokenized, load_encoder, model_identity
-from probing.errors import StoreError
+from probing.errors import ProbingError, StoreError
+from probing.mixing import capture, compute, heads_of
 from probing.paths import absolute
 from probing.store import (
     FORMAT_VERSION,
@@ -38,21 +45,24 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class ExtractReport:
-    """What an extraction did: where the store is, whether it was reused, and how fast it ran."""
+    """What an extraction did: where the store is (``store``: the first measure's; ``stores``: every measure's),
+    whether it was reused, and how fast it ran."""
 
     store: AttentionStore
     reused: bool
     extracted: int = 0
     resumed_from: int = 0
     seconds: float = 0.0
+    stores: dict[Measure, AttentionStore] = field(default_factory=dict)
 
     @property
     def sentences_per_second(self) -> float:
         return self.extracted / self.seconds if self.seconds > 0 else float("nan")
 
 
-def store_key(identity: dict, corpus: Corpus, cfg: ExtractConfig) -> tuple[str, dict]:
-    """Fingerprint of everything that changes the maps: model, revision, data, extraction settings."""
+def store_key(identity: dict, corpus: Corpus, cfg: ExtractConfig, measure: Measure) -> tuple[str, dict]:
+    """Fingerprint of everything that changes the maps: model, revision, data, extraction settings, and the
+    measure (left out for ``attention``, whose key is the one it had before there were measures)."""
     inputs = {
         "format": FORMAT_VERSION,
         "model": identity,
@@ -62,13 +72,36 @@ def store_key(identity: dict, corpus: Corpus, cfg: ExtractConfig) -> tuple[str, 
         "max_length": cfg.max_length,
         "store_dtype": enum_value(cfg.store_dtype),
     }
+    if Measure(measure) is not Measure.attention:
+        inputs["measure"] = enum_value(measure)
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return key, inputs
 
 
-def store_dir(model_name: str, corpus: Corpus, cfg: ExtractConfig, key: str) -> Path:
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in f"{model_name}-{corpus.name}-{corpus.split}")
+def store_dir(model_name: str, corpus: Corpus, cfg: ExtractConfig, key: str, measure: Measure) -> Path:
+    name = f"{model_name}-{corpus.name}-{corpus.split}"
+    if Measure(measure) is not Measure.attention:
+        name += f"-{enum_value(measure)}"
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
     return Path(absolute(cfg.cache_dir)) / f"{safe}-{key}"
+
+
+def measures_of(cfg: ExtractConfig) -> list[Measure]:
+    """``extract.measures`` in order, each once; an empty list is one :class:`ProbingError` line."""
+    out = list(dict.fromkeys(Measure(m) for m in cfg.measures))
+    if not out:
+        raise ProbingError("extract.measures is empty: name at least one (e.g. extract.measures=[attention])")
+    return out
+
+
+@dataclass(frozen=True)
+class _Target:
+    """One measure's store: where it goes and what it is keyed by."""
+
+    measure: Measure
+    key: str
+    inputs: dict
+    directory: Path
 
 
 def _batches(items: Sequence[tuple[int, Tokenized]], batch_size: int, max_tokens: int
@@ -87,46 +120,84 @@ def _batches(items: Sequence[tuple[int, Tokenized]], batch_size: int, max_tokens
         yield batch
 
 
-def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling) -> list[np.ndarray]:
-    """Word-level ``(L, H, M, M)`` float32 maps for one batch, padding removed."""
-    attn, pos, m = encoder.attention(batch)
-    pooled = pool_attention(attn, pos, m, pooling).cpu()
-    return [pooled[b, :, :, : x.n_positions, : x.n_positions].numpy() for b, x in enumerate(batch)]
+def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling, measures: Sequence[Measure]
+              ) -> dict[Measure, list[np.ndarray]]:
+    """Word-level ``(L, heads_of(measure), M, M)`` float32 maps of each measure for one batch, padding removed.
+
+    Attention alone runs without hooks; any other measure is computed from the same forward pass (rollouts
+    over word pieces, then pooled like attention; ``norm`` and ``norm_layer`` rows are never renormalised)."""
+    measures = [Measure(m) for m in measures]
+    others = [m for m in measures if m is not Measure.attention]
+    if others:
+        with capture(encoder.model) as cap:
+            attn, pos, m = encoder.attention(batch)
+        with torch.inference_mode():
+            maps = compute(others, cap.pieces())
+    else:
+        attn, pos, m = encoder.attention(batch)
+        maps = {}
+    maps[Measure.attention] = attn
+    out = {}
+    for measure in measures:
+        stochastic = measure not in (Measure.norm, Measure.norm_layer)
+        pooled = pool_attention(maps[measure], pos, m, pooling, stochastic).cpu()
+        out[measure] = [pooled[b, :, :, : x.n_positions, : x.n_positions].numpy() for b, x in enumerate(batch)]
+    return out
 
 
 def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: ExtractConfig,
             identity: Optional[dict] = None, model_name: Optional[str] = None) -> ExtractReport:
-    """Return the store for ``corpus`` under ``cfg`` (an :class:`~probing.config.ExtractConfig`),
-    building or resuming it when needed. Safe to call from parallel processes.
+    """Return the stores of ``corpus`` under ``cfg`` (an :class:`~probing.config.ExtractConfig`), one per
+    measure, building or resuming those that are missing in one pass. Safe to call from parallel processes.
 
-    ``encoder`` may be a loader called only when the store must be built; then pass the model's
-    ``identity`` and ``model_name`` so a built store is found without loading the model.
+    ``encoder`` may be a loader called only when a store must be built; then pass the model's
+    ``identity`` and ``model_name`` so built stores are found without loading the model.
     """
     if isinstance(encoder, Encoder):
         identity, model_name = encoder.identity, encoder.name
     if identity is None or model_name is None:
         raise ValueError("extract() with an encoder loader needs identity and model_name")
-    key, inputs = store_key(identity, corpus, cfg)
-    directory = store_dir(model_name, corpus, cfg, key)
-    directory.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(directory) + ".lock")
-    try:
-        store = _whole_store(directory, cfg.verify)
+    targets = []
+    for measure in measures_of(cfg):
+        key, inputs = store_key(identity, corpus, cfg, measure)
+        targets.append(_Target(measure, key, inputs, store_dir(model_name, corpus, cfg, key, measure)))
+    stores: dict[Measure, AttentionStore] = {}
+    for t in targets:
+        t.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            store = _whole_store(t.directory, cfg.verify)
+        except StoreError:
+            continue  # damaged: repaired under the lock below
         if store is not None:
-            return ExtractReport(store, reused=True)
-    except StoreError:
-        pass  # damaged: repaired under the lock below
-    with lock:
-        try:  # another process may have finished (or repaired) it while we waited
-            store = _whole_store(directory, cfg.verify)
-            if store is not None:
-                return ExtractReport(store, reused=True)
-        except StoreError as e:
-            log.warning("%s\nre-extracting what is damaged (the rest is kept)", e)
-            discard_shards(directory, e.damaged)
+            stores[t.measure] = store
+    first = targets[0].measure
+    if len(stores) == len(targets):
+        return ExtractReport(stores[first], reused=True, stores=stores)
+    missing = [t for t in targets if t.measure not in stores]
+    with ExitStack() as locks:
+        for t in sorted(missing, key=lambda t: str(t.directory)):  # one order everywhere: no deadlock
+            locks.enter_context(FileLock(str(t.directory) + ".lock"))
+        todo = []
+        for t in missing:
+            try:  # another process may have finished (or repaired) it while we waited
+                store = _whole_store(t.directory, cfg.verify)
+            except StoreError as e:
+                log.warning("%s\nre-extracting what is damaged (the rest is kept)", e)
+                discard_shards(t.directory, e.damaged)
+                store = None
+            if store is None:
+                todo.append(t)
+            else:
+                stores[t.measure] = store
+        if not todo:
+            return ExtractReport(stores[first], reused=True, stores=stores)
         if not isinstance(encoder, Encoder):
             encoder = encoder()
-        return _build(encoder, corpus, cfg, key, inputs, directory)
+        report = _build(encoder, corpus, cfg, todo)
+    stores.update(report.stores)
+    report.stores = {t.measure: stores[t.measure] for t in targets}
+    report.store = stores[first]
+    return report
 
 
 def _whole_store(directory: Path, verify: bool) -> Optional[AttentionStore]:
@@ -141,15 +212,19 @@ def _whole_store(directory: Path, verify: bool) -> Optional[AttentionStore]:
     return store
 
 
-def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, key: str, inputs: dict, directory: Path
-           ) -> ExtractReport:
+def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequence[_Target]) -> ExtractReport:
+    """Extract the sentences each target's store still lacks; a batch computes only the measures some of
+    its sentences need."""
     from tqdm.auto import tqdm
 
     pooling = Pooling(cfg.pooling)
     store_dtype = str(enum_value(cfg.store_dtype))
-    scan = complete_shards(directory, verify=True)  # a resumed shard is read back whole before it counts
-    discard_shards(directory, scan.bad)
-    done = scan.entries
+    scans = []
+    for t in targets:
+        scan = complete_shards(t.directory, verify=True)  # a resumed shard is read back whole before it counts
+        discard_shards(t.directory, scan.bad)
+        scans.append(scan)
+    done = [scan.entries for scan in scans]
     tokenized = encoder.tokenize([s.words for s in corpus])
     if cfg.max_length is not None:
         tokenized = [t if isinstance(t, str) or len(t.input_ids) <= cfg.max_length
@@ -158,42 +233,53 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, key: str, input
     skipped_rows = [{"index": i, "id": corpus[i].id, "reason": t,
                      "kind": "too long" if t.startswith("too long") else "no word pieces"}
                     for i, t in enumerate(tokenized) if isinstance(t, str)]
-    todo = [(i, t) for i, t in enumerate(tokenized) if not isinstance(t, str) and i not in done]
+    todo = [(i, t) for i, t in enumerate(tokenized) if not isinstance(t, str) and any(i not in d for d in done)]
     todo.sort(key=lambda it: len(it[1].input_ids))
-    if done:
-        log.info("resuming %s: %d sentences already extracted", directory, len(done))
+    resumed = min(len(d) for d in done)
+    for t, d in zip(targets, done):
+        if d:
+            log.info("resuming %s: %d sentences already extracted", t.directory, len(d))
     if cfg.skip_last_ffn:
         encoder.skip_last_ffn()
-    writer = ShardWriter(directory, store_dtype, cfg.shard_mb, scan.next_shard)
+    writers = [ShardWriter(t.directory, store_dtype, cfg.shard_mb, scan.next_shard) for t, scan in zip(targets, scans)]
     start = time.perf_counter()
     bar = tqdm(total=len(todo), unit="sent", desc="extract", disable=not cfg.progress, dynamic_ncols=True)
     try:
         for batch in _batches(todo, cfg.batch_size, cfg.max_batch_tokens):
-            maps = word_maps(encoder, [t for _, t in batch], pooling)
-            for (i, t), a in zip(batch, maps):
-                writer.add(i, a, len(corpus[i]), t.prefix)
+            need = [k for k, d in enumerate(done) if any(i not in d for i, _ in batch)]
+            maps = word_maps(encoder, [t for _, t in batch], pooling, [targets[k].measure for k in need])
+            for k in need:
+                for (i, t), a in zip(batch, maps[targets[k].measure]):
+                    if i not in done[k]:
+                        writers[k].add(i, a, len(corpus[i]), t.prefix)
             bar.update(len(batch))
-        writer.flush()
+        for w in writers:
+            w.flush()
     finally:
         bar.close()
     seconds = time.perf_counter() - start
-    write_manifest(directory, {
-        "key": key,
-        "inputs": inputs,
-        "model_name": encoder.name,
-        "corpus_name": corpus.name,
-        "split": corpus.split,
-        "n_sentences": len(corpus),
-        "num_layers": encoder.num_layers,
-        "num_heads": encoder.num_heads,
-        "store_dtype": store_dtype,
-        "special_tokens": encoder.special_tokens,
-        "skipped": skipped_rows,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-        "extract_seconds": seconds,
-    })
-    return ExtractReport(AttentionStore(directory), reused=False, extracted=len(todo), resumed_from=len(done),
-                         seconds=seconds)
+    stores = {}
+    for t in targets:
+        write_manifest(t.directory, {
+            "key": t.key,
+            "inputs": t.inputs,
+            "measure": enum_value(t.measure),
+            "model_name": encoder.name,
+            "corpus_name": corpus.name,
+            "split": corpus.split,
+            "n_sentences": len(corpus),
+            "num_layers": encoder.num_layers,
+            "num_heads": heads_of(t.measure, encoder.num_heads),
+            "store_dtype": store_dtype,
+            "special_tokens": encoder.special_tokens,
+            "skipped": skipped_rows,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "extract_seconds": seconds,
+        })
+        stores[t.measure] = AttentionStore(t.directory)
+    first = stores[targets[0].measure]
+    return ExtractReport(first, reused=False, extracted=len(todo), resumed_from=resumed, seconds=seconds,
+                         stores=stores)
 
 
 def extract_in_memory(encoder: Encoder, sentences: Sequence[Sequence[str]], pooling: Pooling
@@ -206,7 +292,7 @@ def extract_in_memory(encoder: Encoder, sentences: Sequence[Sequence[str]], pool
         if isinstance(t, str):
             out.append(t)
         else:
-            out.append((word_maps(encoder, [t], pooling)[0], t.prefix))
+            out.append((word_maps(encoder, [t], pooling, [Measure.attention])[Measure.attention][0], t.prefix))
     return out
 
 
@@ -230,7 +316,7 @@ def describe_store(report: ExtractReport, corpus: Corpus) -> str:
     """A few lines saying where the store is and what it holds."""
     store = report.store
     lines = [
-        f"attention store: {store.dir}",
+        f"{store.measure} store: {store.dir}",
         f"  {'reused (already built)' if report.reused else 'built'}: {len(store)} of {store.n_sentences} sentences"
         f" from {corpus.name} {corpus.split}, {store.num_layers} layers x {store.num_heads} heads,"
         f" {store.manifest['store_dtype']}, {store.size_bytes() / 2**20:.1f} MiB on disk",
@@ -239,6 +325,10 @@ def describe_store(report: ExtractReport, corpus: Corpus) -> str:
         lines.append(f"  extracted {report.extracted} sentences in {report.seconds:.1f} s"
                      f" ({report.sentences_per_second:.1f} sentences/s)"
                      + (f"; resumed after {report.resumed_from} already done" if report.resumed_from else ""))
+    for measure, other in report.stores.items():
+        if other is not store:
+            lines.append(f"  {measure} store: {other.dir} ({other.num_heads} map(s) per layer,"
+                         f" {other.size_bytes() / 2**20:.1f} MiB)")
     skipped = store.skipped
     if skipped:
         kinds: dict[str, int] = {}

@@ -205,7 +205,9 @@ class AttentionStore:
                              "probing); delete the directory to rebuild it")
         try:
             self.num_layers: int = self.manifest["num_layers"]
-            self.num_heads: int = self.manifest["num_heads"]
+            self.num_heads: int = self.manifest["num_heads"]  # 1 for a per-layer measure (probing.mixing)
+            # what the maps hold (probing.config.Measure's value); stores from before measures hold attention
+            self.measure: str = str(self.manifest.get("measure", "attention"))
             self.n_sentences: int = self.manifest["n_sentences"]
             self.dtype = _DTYPES[self.manifest["store_dtype"]]
             records = {int(r["shard"]): r for r in self.manifest["shards"]}

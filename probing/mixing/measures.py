@@ -58,21 +58,34 @@ def norm(p: LayerPieces) -> torch.Tensor:
 
 
 # ---- per layer ------------------------------------------------------------------------------------------
+def _weighted_sq_norms(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """``||Σ_h α^h_ij u^h_j||^2`` (B, T, T) from the heads' Gram matrix per piece, ``Σ_{h,k} α^h α^k <u^h_j,
+    u^k_j>``: O(T^2 H^2) instead of materialising the (B, T, T, D) sums."""
+    gram = torch.einsum("bhjd,bkjd->bjhk", u, u)  # (B, T, H, H)
+    left = torch.einsum("bhij,bjhk->bijk", probs, gram)  # (B, T, T, H)
+    return (left * probs.permute(0, 2, 3, 1)).sum(-1)
+
+
 def norm_layer(p: LayerPieces) -> torch.Tensor:
-    """``||Σ_h α^h_ij f^h(x_j)||`` from the heads' Gram matrix per piece, ``Σ_{h,k} α^h α^k <f^h_j, f^k_j>``:
-    O(T^2 H^2) instead of materialising the (B, T, T, D) sums."""
-    gram = torch.einsum("bhjd,bkjd->bjhk", p.f, p.f)  # (B, T, H, H)
-    left = torch.einsum("bhij,bjhk->bijk", p.probs, gram)  # (B, T, T, H)
-    sq = (left * p.probs.permute(0, 2, 3, 1)).sum(-1)
-    return sq.clamp(min=0).sqrt()[:, None]
+    """``||Σ_h α^h_ij f^h(x_j)||``, the heads' output for piece j seen from query i."""
+    return _weighted_sq_norms(p.probs, p.f).clamp(min=0).sqrt()[:, None]
+
+
+def _centred(v: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
+    return gain * (v - v.mean(-1, keepdim=True))
 
 
 def mixed_vectors(p: LayerPieces, rows: slice) -> torch.Tensor:
     """``v_ij = Σ_h α^h_ij f^h(x_j) + [i = j] x_i`` for query rows ``rows``: ``(B, I, T, D)``; summed over j,
     plus ``b_O``, it is the input of the first LayerNorm."""
-    v = torch.einsum("bhij,bhjd->bijd", p.probs[:, :, rows], p.f)
-    idx = torch.arange(p.x.shape[1], device=v.device)[rows]
-    v[:, torch.arange(len(idx), device=v.device), idx] += p.x[:, rows]
+    return _mix(p.probs, p.f, p.x, rows)
+
+
+def _mix(probs: torch.Tensor, f: torch.Tensor, x: torch.Tensor, rows: slice) -> torch.Tensor:
+    """``Σ_h α^h_ij f^h_j + [i = j] x_i`` for rows ``rows`` (one batched matmul over (b, j), K = H)."""
+    v = (probs[:, :, rows].permute(0, 3, 2, 1) @ f.transpose(1, 2)).transpose(1, 2)  # (B, I, T, D)
+    idx = torch.arange(x.shape[1], device=v.device)[rows]
+    v[:, torch.arange(len(idx), device=v.device), idx] += x[:, rows]
     return v
 
 
@@ -92,24 +105,34 @@ def contributions(p: LayerPieces, wanted: Sequence[Measure]) -> dict[Measure, to
     LN1 is linear once its input's scale ``s_i`` is fixed: ``T_i(v) = γ ⊙ (v - mean v) s_i``, so
     ``h_i = Σ_j T_i(v_ij) + T_i(b_O) + β``; the bias terms belong to no token, as in Ferrando et al.'s code.
     ALTI (Ferrando et al. 2022): ``max(0, ||h_i||_1 - ||h_i - T_i(v_ij)||_1)``, rows normalised.
-    GlobEnc (Modarressi et al. 2022): ``T_ij`` carried through LN2 the same way (the FFN, which mixes nothing,
-    only sets LN2's scale for row i, and that cancels when the row is normalised), scored by its norm.
+    GlobEnc (Modarressi et al. 2022): ``T_ij`` carried through LN2 the same way, scored by its norm, rows
+    normalised. Centring and gains are linear, so they are applied to ``f`` and ``x`` (O(T D)) rather than to
+    the (B, T, T, D) vectors; a row's common factor (``s_i``, and LN2's scale, which the FFN sets) cancels
+    when the row is normalised, so GlobEnc's norms come from Gram matrices and never need the vectors.
     """
     wanted = {Measure(m) for m in wanted}
     b, t, d = p.x.shape
-    pre = ln1_input(p)
-    s1 = p.ln1.scale(pre)  # (B, T, 1)
-    h = p.ln1.linear(pre, s1) + p.ln1.bias
-    out = {m: torch.zeros(b, 1, t, t, device=p.x.device) for m in wanted}
-    for rows in _blocks(t, b * t * d):
-        vec = p.ln1.linear(mixed_vectors(p, rows), s1[:, rows, None])  # (B, I, T, D)
-        if Measure.alti in wanted:
-            h_rows = h[:, rows, None]
-            dist = (h_rows - vec).abs().sum(-1)
-            out[Measure.alti][:, 0, rows] = (h_rows.abs().sum(-1) - dist).clamp(min=0)
-        if Measure.globenc in wanted:
-            out[Measure.globenc][:, 0, rows] = p.ln2.linear(vec, 1.0).norm(dim=-1)
-    return {m: normalise_rows(a) for m, a in out.items()}
+    out = {}
+    f1, x1 = _centred(p.f, p.ln1.weight), _centred(p.x, p.ln1.weight)  # T_i(v_ij) = s_i (Σ α f1 + [i=j] x1)
+    if Measure.alti in wanted:
+        pre = ln1_input(p)
+        s1 = p.ln1.scale(pre)
+        h = (p.ln1.linear(pre, s1) + p.ln1.bias) / s1  # h_i / s_i (B, T, D)
+        scores = torch.zeros(b, t, t, device=p.x.device)
+        for rows in _blocks(t, b * t * d):
+            u = _mix(p.probs, f1, x1, rows)  # (B, I, T, D) = T_i(v_ij) / s_i
+            h_rows = h[:, rows].reshape(-1, 1, d)
+            dist = torch.cdist(h_rows, u.reshape(-1, t, d), p=1).reshape(b, -1, t)
+            scores[:, rows] = (h[:, rows].abs().sum(-1, keepdim=True) - dist).clamp(min=0)
+        out[Measure.alti] = normalise_rows(scores)[:, None]
+    if Measure.globenc in wanted:
+        f2, x2 = _centred(f1, p.ln2.weight), _centred(x1, p.ln2.weight)
+        sq = _weighted_sq_norms(p.probs, f2)
+        diag = torch.diagonal(p.probs, dim1=-2, dim2=-1)  # (B, H, T): α^h_ii
+        cross = 2 * (diag * (f2 * x2[:, None]).sum(-1)).sum(1) + x2.square().sum(-1)  # the residual at i = j
+        sq = sq + torch.diag_embed(cross)
+        out[Measure.globenc] = normalise_rows(sq.clamp(min=0).sqrt())[:, None]
+    return out
 
 
 def alti(p: LayerPieces) -> torch.Tensor:

@@ -1,0 +1,97 @@
+"""``extract.measures``: one store per measure from one pass, the attention store's key as before, stores
+extended without rebuilding what exists, and word-level maps that are the piece-level measures pooled."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pytest
+import torch
+from test_store_extract import TEXTS, cfg, corpus
+
+from probing.alignment import pool_attention
+from probing.config import Measure, Pooling
+from probing.errors import ProbingError
+from probing.extract import extract, store_dir, store_key
+from probing.mixing import capture, compute
+from probing.store import FORMAT_VERSION
+
+SOME = [Measure.attention, Measure.norm, Measure.alti, Measure.value_zeroing, Measure.rollout]
+
+
+def test_attention_key_is_the_one_from_before_measures(tiny_encoder, tmp_path):
+    """The attention store's fingerprint hashes exactly the inputs it hashed before measures existed, so
+    existing caches are found; any other measure is keyed apart and named in its directory."""
+    c, conf = corpus(), cfg(tmp_path)
+    key, inputs = store_key(tiny_encoder.identity, c, conf, Measure.attention)
+    before = {"format": FORMAT_VERSION, "model": tiny_encoder.identity, "corpus": c.fingerprint(),
+              "n_sentences": len(c), "pooling": "mean_sum", "max_length": None, "store_dtype": "float32"}
+    assert inputs == before
+    assert key == hashlib.sha256(json.dumps(before, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    norm_key, norm_inputs = store_key(tiny_encoder.identity, c, conf, Measure.norm)
+    assert norm_key != key and norm_inputs["measure"] == "norm"
+    assert store_dir("tiny", c, conf, key, Measure.attention).name == f"tiny-tiny-x-{key}"
+    assert store_dir("tiny", c, conf, norm_key, Measure.norm).name == f"tiny-tiny-x-norm-{norm_key}"
+
+
+def test_one_pass_gives_a_store_per_measure(tiny_encoder, tmp_path):
+    alone = extract(tiny_encoder, corpus(), cfg(tmp_path / "alone"))
+    report = extract(tiny_encoder, corpus(), cfg(tmp_path / "all", measures=SOME))
+    assert list(report.stores) == SOME and report.store is report.stores[Measure.attention]
+    assert len({s.dir for s in report.stores.values()}) == len(SOME)
+    for m, store in report.stores.items():
+        assert store.measure == m.value and len(store) == len(TEXTS)
+        assert store.num_heads == (4 if m in (Measure.attention, Measure.norm) else 1)
+    att = report.stores[Measure.attention]
+    for i in att.indices:
+        np.testing.assert_array_equal(att.maps(i), alone.store.maps(i))
+        for m in (Measure.alti, Measure.value_zeroing, Measure.rollout):
+            np.testing.assert_allclose(report.stores[m].maps(i).sum(-1), 1.0, atol=1e-5)
+    norm = report.stores[Measure.norm].maps(1)
+    assert not np.allclose(norm.sum(-1), 1.0)  # not renormalised
+
+
+def test_word_maps_are_the_piece_measures_pooled(tiny_encoder, tmp_path):
+    """The norm and rollout stores hold the piece-level measures of probing.mixing pooled with the pooling
+    rule of attention (``first``: norm rows not renormalised, rollout rows are)."""
+    c = corpus()
+    report = extract(tiny_encoder, c, cfg(tmp_path, measures=[Measure.norm, Measure.rollout], pooling="first"))
+    i = 5  # "a dog saw the cat on the mat , running happily": split words
+    tok = tiny_encoder.tokenize([c[i].words])[0]
+    with capture(tiny_encoder.model) as cap:
+        _, pos, m = tiny_encoder.attention([tok])
+    with torch.inference_mode():
+        maps = compute([Measure.norm, Measure.rollout], cap.pieces())
+    for measure, stochastic in ((Measure.norm, False), (Measure.rollout, True)):
+        expected = pool_attention(maps[measure], pos, m, Pooling.first, stochastic)[0].numpy()
+        np.testing.assert_allclose(report.stores[measure].maps(i), expected, atol=1e-5, rtol=1e-5)
+    assert len(tok.input_ids) > tok.n_positions  # the sentence has split words, so pooling did something
+
+
+def test_adding_a_measure_reuses_the_stores_that_exist(tiny_encoder, tmp_path, monkeypatch):
+    import probing.extract as ex
+
+    first = extract(tiny_encoder, corpus(), cfg(tmp_path))
+    shards = sorted(p.name for p in first.store.dir.iterdir())
+    asked = []
+    real = ex.word_maps
+
+    def spy(encoder, batch, pooling, measures):
+        asked.append(list(measures))
+        return real(encoder, batch, pooling, measures)
+
+    monkeypatch.setattr(ex, "word_maps", spy)
+    second = extract(tiny_encoder, corpus(), cfg(tmp_path, measures=[Measure.attention, Measure.globenc]))
+    assert not second.reused and second.store.dir == first.store.dir
+    assert sorted(p.name for p in first.store.dir.iterdir()) == shards  # untouched
+    assert asked and all(a == [Measure.globenc] for a in asked)  # only the missing measure was computed
+    asked.clear()
+    third = extract(tiny_encoder, corpus(), cfg(tmp_path, measures=[Measure.globenc, Measure.attention]))
+    assert third.reused and not asked and third.store.measure == "globenc"
+
+
+def test_empty_measures_is_one_line(tiny_encoder, tmp_path):
+    with pytest.raises(ProbingError, match="extract.measures is empty"):
+        extract(tiny_encoder, corpus(), cfg(tmp_path, measures=[]))
