@@ -56,6 +56,7 @@ def heads_figures(sources: Sequence[Any]) -> list[Fig]:
         return []
     out: list[Fig] = []
     as_is_n: dict[str, tuple] = {}
+    shapes = {id(s): shape_of(s.heads) for s in with_heads}
     for label_set in LABEL_SETS + tuple(sorted({ls for s in with_heads for ls in _label_sets(s.heads)}
                                                - set(LABEL_SETS))):
         frames = [(s, _label_set(s.heads, label_set)) for s in with_heads]
@@ -80,13 +81,10 @@ def heads_figures(sources: Sequence[Any]) -> list[Fig]:
             titles = [f"{s.label}<br>{d} · {m}" for m in metrics for d, s, _ in cols]
             fig = P.grid_figure(len(metrics), len(cols), titles, horizontal_spacing=0.03, vertical_spacing=0.12)
             count = 0
+            cells = [_head_cells(df, shapes[id(s)]) for _, s, df in cols]  # per column, for both rows
             for r, metric in enumerate(metrics, start=1):
                 for c, (d, s, df) in enumerate(cols, start=1):
-                    n_layers, n_heads = shape_of(s.heads)
-                    acc = grid(df, "accuracy", n_layers, n_heads)
-                    extra = [grid(df, col, n_layers, n_heads) if col in df.columns else np.full_like(acc, np.nan)
-                             for col in ("ci_low", "ci_high", "n", "baseline_accuracy", "baseline_offset",
-                                         "diff_ci_low", "diff_ci_high")]
+                    acc, extra = cells[c - 1]
                     z = acc if metric == "accuracy" else acc - extra[3]
                     hover = ("L%{y} H%{x}<br>" + metric + " %{z:.3f}<br>accuracy %{customdata[7]:.3f} "
                              "[%{customdata[0]:.3f}, %{customdata[1]:.3f}]<br>n %{customdata[2]}<br>"
@@ -97,7 +95,7 @@ def heads_figures(sources: Sequence[Any]) -> list[Fig]:
                     fig["data"].append(P.on(P.heatmap(z, "coloraxis" if r == 1 else "coloraxis2", hover, custom),
                                            r, c, len(cols)))
                     count += 1
-            P.layer_head_axes(fig, len(metrics), len(cols), *shape_of(per[0][0].heads))
+            P.layer_head_axes(fig, len(metrics), len(cols), *shapes[id(per[0][0])])
             layout = fig["layout"]
             layout.update(
                 height=300 * len(metrics) + 40, margin=dict(b=40, l=50, r=80, t=70),
@@ -109,6 +107,15 @@ def heads_figures(sources: Sequence[Any]) -> list[Fig]:
                 a["font"] = {**a.get("font", {}), "size": 11}
             out.append((f"{rel} ({label_set})", fig, count))
     return out
+
+
+def _head_cells(df: pd.DataFrame, shape: tuple[int, int]) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The accuracy grid of one heatmap and the grids its hover shows (NaN for a column the table lacks)."""
+    acc = grid(df, "accuracy", *shape)
+    extra = [grid(df, col, *shape) if col in df.columns else np.full_like(acc, np.nan)
+             for col in ("ci_low", "ci_high", "n", "baseline_accuracy", "baseline_offset", "diff_ci_low",
+                         "diff_ci_high")]
+    return acc, extra
 
 
 def _label_sets(df: pd.DataFrame) -> list[str]:
