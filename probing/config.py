@@ -213,6 +213,7 @@ class ExtractConfig:
 class HeadsConfig:
     """Per-head analysis (Clark et al. 2019; Htut et al. 2019)."""
 
+    measure: Measure = Measure.attention  # the store read (built too if extract.measures lacks it)
     min_count: int = 100  # relations with fewer arcs are not reported (``all`` always is)
     skip_relations: List[str] = field(default_factory=lambda: ["root"])  # ROOT is never predicted: always 0
     offsets: List[int] = field(default_factory=lambda: [-3, -2, -1, 1, 2, 3])  # baseline: head = word + offset

@@ -146,9 +146,12 @@ def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling, me
 
 
 def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: ExtractConfig,
-            identity: Optional[dict] = None, model_name: Optional[str] = None) -> ExtractReport:
+            identity: Optional[dict] = None, model_name: Optional[str] = None,
+            reads: Optional[Measure] = None) -> ExtractReport:
     """Return the stores of ``corpus`` under ``cfg`` (an :class:`~probing.config.ExtractConfig`), one per
     measure, building or resuming those that are missing in one pass. Safe to call from parallel processes.
+    ``reads``: the measure the caller analyses, built too if ``cfg.measures`` lacks it; the report's ``store``
+    is its store (else the first measure's).
 
     ``encoder`` may be a loader called only when a store must be built; then pass the model's
     ``identity`` and ``model_name`` so built stores are found without loading the model.
@@ -157,8 +160,11 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
         identity, model_name = encoder.identity, encoder.name
     if identity is None or model_name is None:
         raise ValueError("extract() with an encoder loader needs identity and model_name")
+    measures = measures_of(cfg)
+    if reads is not None and Measure(reads) not in measures:
+        measures.append(Measure(reads))
     targets = []
-    for measure in measures_of(cfg):
+    for measure in measures:
         key, inputs = store_key(identity, corpus, cfg, measure)
         targets.append(_Target(measure, key, inputs, store_dir(model_name, corpus, cfg, key, measure)))
     stores: dict[Measure, AttentionStore] = {}
@@ -170,7 +176,7 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
             continue  # damaged: repaired under the lock below
         if store is not None:
             stores[t.measure] = store
-    first = targets[0].measure
+    first = Measure(reads) if reads is not None else targets[0].measure
     if len(stores) == len(targets):
         return ExtractReport(stores[first], reused=True, stores=stores)
     missing = [t for t in targets if t.measure not in stores]
@@ -297,10 +303,12 @@ def extract_in_memory(encoder: Encoder, sentences: Sequence[Sequence[str]], pool
 
 
 
-def ensure_store(model: ModelConfig, corpus: Corpus, cfg: ExtractConfig) -> ExtractReport:
-    """The attention store of ``corpus`` for this model and extraction config; the model is loaded only
-    when the store has to be built."""
-    return extract(lambda: load_encoder(model), corpus, cfg, identity=model_identity(model), model_name=model.name)
+def ensure_store(model: ModelConfig, corpus: Corpus, cfg: ExtractConfig, reads: Optional[Measure] = None
+                 ) -> ExtractReport:
+    """The stores of ``corpus`` for this model and extraction config (``reads``: see :func:`extract`); the
+    model is loaded only when a store has to be built."""
+    return extract(lambda: load_encoder(model), corpus, cfg, identity=model_identity(model), model_name=model.name,
+                   reads=reads)
 
 
 def store_use(report: ExtractReport, corpus: Corpus) -> dict:
@@ -308,7 +316,7 @@ def store_use(report: ExtractReport, corpus: Corpus) -> dict:
     store = report.store
     # the fingerprint the store was keyed by (hashing the corpus again would repeat that work)
     return {"corpus": corpus.name, "split": corpus.split, "corpus_fingerprint": store.manifest["inputs"]["corpus"],
-            "store_key": store.key, "store_dir": str(store.dir), "reused": report.reused,
+            "measure": store.measure, "store_key": store.key, "store_dir": str(store.dir), "reused": report.reused,
             "sentences": len(store), "skipped": len(store.skipped)}
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 from probing.config import ProbeKind
 
 # ---- columns -------------------------------------------------------------------------------------------
-RUN_KEYS = ("model", "corpus", "split")  # every per-run table starts with these
+RUN_KEYS = ("model", "corpus", "split", "measure")  # every per-run table starts with these (measure: the map read)
 LAYER, HEAD = "layer", "head"
 ALL = "all"  # the relation that pools every arc (and the heads label of a probe over every head)
 # attention-pattern metrics, in table order (``patterns`` is wide: one column each)

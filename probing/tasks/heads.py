@@ -49,6 +49,7 @@ def _check(h: HeadsConfig) -> None:
 def conventions(h: HeadsConfig, store: AttentionStore) -> dict:
     """Every choice the numbers depend on, written beside them."""
     return {
+        "measure": store.measure,  # the map scored (probing.config.Measure); norm and norm_layer rows are not renormalised
         "pooling": store.manifest.get("inputs", {}).get("pooling"),
         "special_tokens": f"{h.special_tokens}: scored over words only ([CLS]/[SEP] rows and columns dropped)",
         "directions": {"dep_to_head": "argmax of the dependent's row (where it looks) is its gold head",
@@ -148,7 +149,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, heads: Hea
     """Build (or reuse) the store of ``data`` and run every enabled analysis of ``heads`` on it."""
     _check(heads)
     corpus = load_corpus_cached(data, None, extract.cache_dir)
-    report = ensure_store(model, corpus, extract)
+    report = ensure_store(model, corpus, extract, heads.measure)
     log.info(describe_store(report, corpus))
     result = analyse(corpus, report.store, heads, out)
     result.stores.append(store_use(report, corpus))
@@ -163,7 +164,8 @@ def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, out: RunOutpu
     """Every enabled analysis of ``h`` on ``store`` (built from ``corpus``), written through ``out``."""
     _check(h)
     fig_dir = out.dir / "figures"
-    ident = {"model": store.manifest.get("model_name", "?"), "corpus": corpus.name, "split": corpus.split}
+    ident = {"model": store.manifest.get("model_name", "?"), "corpus": corpus.name, "split": corpus.split,
+             "measure": store.measure}
     title = f"{ident['model']} · {ident['corpus']} {ident['split']}"
     idx = store.indices
     directions, offsets = list(h.directions), [int(o) for o in h.offsets]

@@ -95,3 +95,29 @@ def test_adding_a_measure_reuses_the_stores_that_exist(tiny_encoder, tmp_path, m
 def test_empty_measures_is_one_line(tiny_encoder, tmp_path):
     with pytest.raises(ProbingError, match="extract.measures is empty"):
         extract(tiny_encoder, corpus(), cfg(tmp_path, measures=[]))
+
+
+def test_heads_reads_the_store_of_heads_measure(tiny_model_dir, tmp_path):
+    """``heads.measure=alti`` builds the ALTI store beside the attention store (extract.measures lacks it) and
+    every table the task writes carries the measure; the per-layer store has one "head" per layer."""
+    from omegaconf import OmegaConf
+    from test_heads_task import Recorder
+
+    from probing.config import DataConfig, DataKind, ExtractConfig, HeadsConfig, ModelConfig
+    from probing.results import read_table
+    from probing.tasks import heads as heads_task
+    from probing.tasks.base import RunOutput
+
+    model = ModelConfig(name="tiny", name_or_path=str(tiny_model_dir))
+    data = DataConfig(kind=DataKind.grammar, n_sentences=12)
+    ext = OmegaConf.structured(ExtractConfig(cache_dir=str(tmp_path / "cache"), progress=False))
+    h = HeadsConfig(measure=Measure.alti, min_count=1, bootstrap=0, figures=False, distance_sentences=5,
+                    tree_sentences=5)
+    result = heads_task.run(model, data, ext, h, RunOutput(tmp_path / "run", Recorder()))
+    assert [s["measure"] for s in result.stores] == ["alti"]
+    assert result.metrics["measure"] == "alti" and result.metrics["heads"] == 1
+    for name in ("heads", "patterns", "trees"):
+        df = read_table(tmp_path / "run", name)
+        assert set(df["measure"]) == {"alti"} and set(df["head"]) == {0}, name
+    built = sorted(p.name for p in (tmp_path / "cache").iterdir() if p.is_dir())
+    assert len(built) == 2 and sum("-alti-" in n for n in built) == 1
