@@ -4,110 +4,48 @@ For dependent i and candidate head j, ``score(i, j) = sum_k w_k A_k[i, j] + u_k 
 heads k (the columns of ``X``). ROOT is scored from attention to and from the special tokens with weights of
 its own plus a bias, ``score(i, ROOT) = sum_k r_k A_k[i, specials] + v_k A_k[specials, i] + b`` (``R``): the
 paper does not say how ROOT is scored, and [SEP]/[CLS] carry most of many heads' mass, so sharing w would
-tie the two. Trained by full-batch L-BFGS (scipy) on the mean cross-entropy plus an L2 penalty with
-scikit-learn's convention for ``C`` (smaller C = stronger penalty; the bias is not penalised).
+tie the two. Trained by a damped Newton method (:mod:`probing.probes.arc_solver`) on the mean cross-entropy
+plus an L2 penalty with scikit-learn's convention for ``C`` (smaller C = stronger penalty; the bias is not
+penalised). Features come in blocks built from the store (:mod:`probing.probes.arc_blocks`), so a probe on all
+of a treebank never holds its whole design matrix.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy.optimize import minimize
 from sklearn.base import BaseEstimator
 
+from probing.probes.arc_blocks import ArcBlocks, ArcData, StoreArcData
+from probing.probes.arc_solver import Fit, block_log_proba, block_predict, evaluate, newton
 from probing.probes.baselines import best_offset, offset_heads, right_branching_heads
 from probing.probes.control import control_heads
 from probing.probes.data import ProbeResult, ProbeSplit, punct_tags, subsample_rows
-from probing.probes.features import HeadSelection, pair_features, root_features
-from probing.probes.pairs import Candidates, Words, candidates, dependents
+from probing.probes.features import HeadSelection, pair_feature_names, root_feature_names
+from probing.probes.pairs import Words, dependents
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class ArcData:
-    """Candidates of D dependents: ``X`` ``(C, F)`` word-candidate features grouped by dependent,
-    ``R`` ``(D, F_root)`` ROOT features, ``sizes`` ``(D,)`` word candidates per dependent, and ``gold``
-    ``(D,)`` the gold head's index within the dependent's block (-1 = ROOT), or None when unknown."""
-
-    X: np.ndarray
-    R: np.ndarray
-    sizes: np.ndarray
-    gold: np.ndarray | None = None
-
-    @property
-    def starts(self) -> np.ndarray:
-        return np.cumsum(self.sizes) - self.sizes
-
-    def __post_init__(self) -> None:
-        if self.X.shape[0] != int(np.sum(self.sizes)):
-            raise ValueError(f"X has {self.X.shape[0]} rows but sizes sum to {int(np.sum(self.sizes))}")
-        if self.R.shape[0] != len(self.sizes):
-            raise ValueError(f"R has {self.R.shape[0]} rows for {len(self.sizes)} dependents")
-        if self.gold is not None and np.any(self.gold >= self.sizes):
-            raise ValueError("a gold index is outside its dependent's candidates")
-
-
-def _scores(theta: np.ndarray, data: ArcData) -> tuple[np.ndarray, np.ndarray]:
-    f = data.X.shape[1]
-    w, r, b = theta[:f], theta[f:-1], theta[-1]
-    sw = (data.X @ w.astype(np.float32)).astype(np.float64)
-    sr = (data.R @ r.astype(np.float32)).astype(np.float64) + b
-    return sw, sr
-
-
-def _normaliser(sw: np.ndarray, sr: np.ndarray, data: ArcData) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per dependent: the log partition function, and the unnormalised (shifted) exps of words and ROOT."""
-    sizes = data.sizes
-    ne = sizes > 0  # a one-word sentence has only ROOT
-    starts = data.starts[ne]
-    m = sr.copy()
-    if ne.any():
-        m[ne] = np.maximum(m[ne], np.maximum.reduceat(sw, starts))
-    ew = np.exp(sw - np.repeat(m, sizes))
-    er = np.exp(sr - m)
-    z = er.copy()
-    if ne.any():
-        z[ne] += np.add.reduceat(ew, starts)
-    return np.log(z) + m, ew / np.repeat(z, sizes), er / z
 
 
 def arc_loss(theta: np.ndarray, data: ArcData, alpha: float = 0.0) -> tuple[float, np.ndarray]:
     """Mean cross-entropy of the gold heads plus ``alpha/2 * ||weights||^2``, and its gradient."""
     if data.gold is None:
         raise ValueError("arc_loss needs gold heads")
-    d = len(data.sizes)
-    sw, sr = _scores(theta, data)
-    log_z, pw, pr = _normaliser(sw, sr, data)
-    is_word = data.gold >= 0
-    gold_idx = data.starts[is_word] + data.gold[is_word]
-    gold_score = sr.copy()
-    gold_score[is_word] = sw[gold_idx]
-    loss = float(np.mean(log_z - gold_score))
-    gw = pw.copy()
-    gw[gold_idx] -= 1.0
-    gr = pr - (~is_word)
-    grad = np.concatenate([
-        (data.X.T @ gw.astype(np.float32)).astype(np.float64) / d,
-        (data.R.T @ gr.astype(np.float32)).astype(np.float64) / d,
-        [gr.sum() / d],
-    ])
-    weights = theta[:-1]
-    loss += 0.5 * alpha * float(weights @ weights)
-    grad[:-1] += alpha * weights
-    return loss, grad
+    ev = evaluate(data, np.asarray(theta, dtype=np.float64)[None, :], data.gold[None, :], alpha)[0]
+    return ev.loss, ev.grad
 
 
 class ArcProbe(BaseEstimator):
-    """A scikit-learn style estimator over :class:`ArcData`: ``fit(data)`` returns self; fitted
-    ``coef_`` (F,), ``root_coef_`` (F_root,), ``root_intercept_``, ``n_iter_``, ``loss_``, ``converged_``.
+    """A scikit-learn style estimator over arc-probe blocks (:class:`ArcData` in memory, or
+    :class:`StoreArcData` built from a store): ``fit(data, y)`` returns self (``y``: gold heads as block-local
+    indices, -1 = ROOT; default ``data.gold``); fitted ``coef_`` (F,), ``root_coef_`` (F_root,),
+    ``root_intercept_``, ``n_iter_`` (Newton steps), ``loss_``, ``converged_``.
 
-    ``C`` follows LogisticRegression: the objective is ``C * sum CE + ||w||^2 / 2`` (scaled by 1/D).
+    ``C`` follows LogisticRegression: the objective is ``C * sum CE + ||w||^2 / 2`` (scaled by 1/D); ``tol``
+    bounds the largest gradient component at the optimum.
     """
 
     def __init__(self, C: float = 1.0, max_iter: int = 1000, tol: float = 1e-4):
@@ -115,107 +53,107 @@ class ArcProbe(BaseEstimator):
         self.max_iter = max_iter
         self.tol = tol
 
-    def fit(self, data: ArcData, y: None = None) -> "ArcProbe":
-        if data.gold is None:
-            raise ValueError("ArcProbe.fit needs ArcData with gold heads")
-        if self.C <= 0:
-            raise ValueError(f"C must be positive, got {self.C}")
-        d = len(data.sizes)
-        res = self._minimize(data, 1.0 / (self.C * d))
-        f = data.X.shape[1]
-        self.coef_ = res.x[:f].copy()
-        self.root_coef_ = res.x[f:-1].copy()
-        self.root_intercept_ = float(res.x[-1])
-        self.n_iter_ = int(res.nit)
-        self.loss_ = float(res.fun)
-        self.converged_ = bool(res.success)
+    def fit(self, data: ArcBlocks, y: np.ndarray | None = None) -> "ArcProbe":
+        fit_probes([self], data, [_gold(data, y)])
         return self
 
-    def _minimize(self, data: ArcData, alpha: float) -> Any:
-        """Full-batch L-BFGS from zero; the loss is logged every 25 evaluations, so a long fit is never silent."""
-        start, calls = time.perf_counter(), [0]
-
-        def objective(theta: np.ndarray) -> tuple[float, np.ndarray]:
-            loss, grad = arc_loss(theta, data, alpha)
-            calls[0] += 1
-            if calls[0] % 25 == 0:
-                log.info("arc probe: %d loss evaluations, loss %.5f (%.0f s)", calls[0], loss,
-                         time.perf_counter() - start)
-            return loss, grad
-
-        theta0 = np.zeros(data.X.shape[1] + data.R.shape[1] + 1)
-        res = minimize(objective, theta0, jac=True, method="L-BFGS-B",
-                       options={"maxiter": self.max_iter, "gtol": self.tol, "ftol": 1e-12})
-        log.info("arc probe: %d dependents x %d candidates, %d iterations, loss %.5f, %s (%.1f s)",
-                 len(data.sizes), data.X.shape[0], res.nit, res.fun,
-                 "converged" if res.success else f"not converged: {res.message}", time.perf_counter() - start)
-        return res
+    def _set(self, fit: Fit, f: int) -> None:
+        self.coef_ = fit.theta[:f].copy()
+        self.root_coef_ = fit.theta[f:-1].copy()
+        self.root_intercept_ = float(fit.theta[-1])
+        self.n_iter_, self.loss_, self.converged_ = fit.n_iter, fit.loss, fit.converged
 
     @property
     def theta_(self) -> np.ndarray:
         return np.concatenate([self.coef_, self.root_coef_, [self.root_intercept_]])
 
     def predict_log_proba(self, data: ArcData) -> tuple[np.ndarray, np.ndarray]:
-        """Log-probabilities ``(log p(ROOT) (D,), log p(word candidate) (C,))``."""
-        sw, sr = _scores(self.theta_, data)
-        log_z, _, _ = _normaliser(sw, sr, data)
-        return sr - log_z, sw - np.repeat(log_z, data.sizes)
+        """Log-probabilities ``(log p(ROOT) (D,), log p(word candidate) (C,))`` of in-memory data."""
+        block = next(ArcData(data.X, data.R, data.sizes, block_rows=max(len(data.X), 1)).blocks())
+        log_root, log_word = block_log_proba(block, self.theta_[None, :], data.X.shape[1])
+        return log_root[:, 0], log_word[:, 0]
 
-    def predict(self, data: ArcData) -> np.ndarray:
+    def predict(self, data: ArcBlocks) -> np.ndarray:
         """Each dependent's predicted head as an index into its block (-1 = ROOT)."""
-        sw, sr = _scores(self.theta_, data)
-        sizes = data.sizes
-        out = np.full(len(sizes), -1, dtype=np.int64)
-        ne = sizes > 0
-        if not ne.any():
-            return out
-        starts = data.starts
-        best = np.full(len(sizes), -np.inf)
-        best[ne] = np.maximum.reduceat(sw, starts[ne])
-        seg = np.repeat(np.arange(len(sizes)), sizes)
-        hits = np.flatnonzero(sw == best[seg])
-        first_seg, first_at = np.unique(seg[hits], return_index=True)  # first maximum in each block
-        local = hits[first_at] - starts[first_seg]
-        wins = best[first_seg] > sr[first_seg]  # ties go to ROOT
-        out[first_seg[wins]] = local[wins]
+        out = np.empty(data.n_dependents, dtype=np.int64)
+        theta = self.theta_
+        for block in data.blocks():
+            out[block.rows] = block_predict(block, theta, data.n_features)
         return out
 
-    def score(self, data: ArcData) -> float:
-        """Attachment accuracy against ``data.gold``."""
-        return float(np.mean(self.predict(data) == data.gold))
+    def score(self, data: ArcBlocks, y: np.ndarray | None = None) -> float:
+        """Attachment accuracy against ``y`` (default ``data.gold``)."""
+        return float(np.mean(self.predict(data) == _gold(data, y)))
+
+
+def _gold(data: ArcBlocks, y: np.ndarray | None) -> np.ndarray:
+    gold = y if y is not None else getattr(data, "gold", None)
+    if gold is None:
+        raise ValueError("the arc probe needs gold heads (y, or ArcData.gold)")
+    gold = np.asarray(gold, dtype=np.int64)
+    if gold.shape != (data.n_dependents,) or np.any(gold >= data.sizes) or np.any(gold < -1):
+        raise ValueError("gold heads must be one block-local index (or -1 = ROOT) per dependent")
+    return gold
+
+
+def fit_probes(probes: list[ArcProbe], data: ArcBlocks, golds: list[np.ndarray],
+               names: tuple[str, ...] = ()) -> list[ArcProbe]:
+    """Fit several probes with the same hyperparameters on the same features in shared passes (a task probe
+    and its control task: each block is built once per pass for both)."""
+    if len({(p.C, p.max_iter, p.tol) for p in probes}) != 1:
+        raise ValueError("probes fitted together share C, max_iter and tol")
+    first = probes[0]
+    if first.C <= 0:
+        raise ValueError(f"C must be positive, got {first.C}")
+    alpha = 1.0 / (first.C * max(data.n_dependents, 1))
+    fits = newton(data, np.stack([_gold(data, g) for g in golds]), alpha, first.max_iter, first.tol, names)
+    for probe, fit in zip(probes, fits):
+        probe._set(fit, data.n_features)
+    return probes
 
 
 # ---- the arc probe task ----------------------------------------------------------------------------------
 
 def arc_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection, limit: int | None
-             ) -> tuple[Words, Candidates, ArcData, list[str]]:
-    """Dependents of a split (at most ``limit``, a seeded subsample), their candidates and features
-    (gold = the treebank heads)."""
+             ) -> tuple[Words, StoreArcData]:
+    """Dependents of a split (at most ``limit``, a seeded subsample) and their candidates' features, built
+    from the store block by block."""
     deps = dependents(split.words(pcfg.collapse_subtypes, punct_tags(pcfg)), pcfg.exclude_punct)
     deps = deps.take(subsample_rows(len(deps), limit, pcfg.seed))
-    cand = candidates(deps)
-    X, names = pair_features(split.store, cand.sent, cand.query, cand.key, sel, pcfg.feature_set,
-                             list(pcfg.neighbour_offsets))
-    R, rnames = root_features(split.store, deps.sent, deps.pos, sel, pcfg.feature_set)
-    return deps, cand, ArcData(X, R, cand.sizes, cand.local_index(deps.head)), names + rnames
+    data = StoreArcData(split.store, deps.sent, deps.pos, sel, pcfg.feature_set, list(pcfg.neighbour_offsets))
+    return deps, data
 
 
-def _heads(cand: Candidates, local: np.ndarray) -> np.ndarray:
+def local_index(pos: np.ndarray, heads: np.ndarray) -> np.ndarray:
+    """Head word index -> index in the dependent's candidate block (every other word, in order); -1 = ROOT."""
+    return np.where(heads >= 0, heads - (heads > pos), -1)
+
+
+def word_index(pos: np.ndarray, local: np.ndarray) -> np.ndarray:
     """Block-local predictions -> word indices (-1 = ROOT)."""
-    return np.where(local >= 0, cand.key[cand.starts + np.maximum(local, 0)], -1)
+    return np.where(local >= 0, local + (local >= pos), -1)
 
 
 def run_arc(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection) -> ProbeResult:
     """Train the Attn probe on ``train``, report UAS on ``ev`` beside right-branching, best-offset and the
-    control task (each word type attaches to ROOT, the first or the last word)."""
-    dtr, ctr, tr, names = arc_data(pcfg, train, sel, pcfg.max_train_arcs)
-    dte, cte, te, _ = arc_data(pcfg, ev, sel, None)  # every evaluation dependent
+    control task (each word type attaches to ROOT, the first or the last word), fitted in the same passes."""
+    dtr, tr = arc_data(pcfg, train, sel, pcfg.max_train_arcs)
+    dte, te = arc_data(pcfg, ev, sel, None)  # every evaluation dependent
     if len(dtr) == 0 or len(dte) == 0:
         raise ValueError("no dependents to probe in the train or eval sentences")
-    probe = ArcProbe(C=pcfg.C, max_iter=pcfg.max_iter, tol=pcfg.tol).fit(tr)
-    pred = _heads(cte, probe.predict(te))
+    names = (pair_feature_names(sel, pcfg.feature_set, list(pcfg.neighbour_offsets))
+             + root_feature_names(sel, pcfg.feature_set))
+    probes = [ArcProbe(C=pcfg.C, max_iter=pcfg.max_iter, tol=pcfg.tol)]
+    golds = [local_index(dtr.pos, dtr.head)]
+    if pcfg.control:
+        probes.append(ArcProbe(C=pcfg.C, max_iter=pcfg.max_iter, tol=pcfg.tol))
+        golds.append(local_index(dtr.pos, control_heads(dtr.word, dtr.pos, dtr.n, pcfg.seed)))
+    fit_probes(probes, tr, golds, names=("task", "control")[:len(probes)])
+    probe = probes[0]
+    pred = word_index(dte.pos, probe.predict(te))
     uas = float(np.mean(pred == dte.head))
     offset = best_offset(dtr.pos, dtr.n, dtr.head, pcfg.best_offset_max)
+    n_candidates = int(tr.sizes.sum())
     metrics: dict[str, Any] = {
         "uas": uas,
         "accuracy": uas,
@@ -223,16 +161,14 @@ def run_arc(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection) ->
         "best_offset": offset,
         "best_offset_uas": float(np.mean(offset_heads(dte.pos, dte.n, offset) == dte.head)),
         "train_loss": probe.loss_, "n_iter": probe.n_iter_, "converged": probe.converged_,
-        "n_train": int(len(dtr)), "n_eval": int(len(dte)), "n_train_candidates": int(tr.X.shape[0]),
-        "n_features": int(tr.X.shape[1] + tr.R.shape[1] + 1),
+        "n_train": int(len(dtr)), "n_eval": int(len(dte)), "n_train_candidates": n_candidates,
+        "n_features": int(tr.n_features + tr.n_root_features + 1),
     }
     weights = [pd.DataFrame({"feature": names, "weight": probe.theta_[:-1], "probe": "task"})]
     if pcfg.control:
-        c_tr = control_heads(dtr.word, dtr.pos, dtr.n, pcfg.seed)
+        cprobe = probes[1]
         c_te = control_heads(dte.word, dte.pos, dte.n, pcfg.seed)
-        cprobe = ArcProbe(C=pcfg.C, max_iter=pcfg.max_iter, tol=pcfg.tol).fit(
-            ArcData(tr.X, tr.R, tr.sizes, ctr.local_index(c_tr)))
-        cpred = _heads(cte, cprobe.predict(te))
+        cpred = word_index(dte.pos, cprobe.predict(te))
         metrics["control_uas"] = float(np.mean(cpred == c_te))
         metrics["control_accuracy"] = metrics["control_uas"]
         metrics["selectivity"] = uas - metrics["control_uas"]

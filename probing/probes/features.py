@@ -92,6 +92,22 @@ def gather(store: AttentionStore, sent: np.ndarray, qpos: np.ndarray, kpos: np.n
     return out
 
 
+def _offsets(neighbour_offsets: Sequence[int]) -> tuple[int, ...]:
+    return (0, *[int(x) for x in neighbour_offsets if int(x) != 0])
+
+
+def pair_feature_names(sel: HeadSelection, feature_set: FeatureSet, neighbour_offsets: Sequence[int]
+                       ) -> list[str]:
+    """Column names of :func:`pair_features`: ``L3H5:fwd``, ``L3H5:bwd-1``, ... (offset, direction, head)."""
+    return [f"{lab}:{d}{'' if o == 0 else f'{o:+d}'}" for o in _offsets(neighbour_offsets)
+            for d in feature_directions(feature_set) for lab in sel.labels]
+
+
+def root_feature_names(sel: HeadSelection, feature_set: FeatureSet) -> list[str]:
+    """Column names of :func:`root_features`: ``L3H5:fwd:root``, ... (direction, head)."""
+    return [f"{lab}:{d}:root" for d in feature_directions(feature_set) for lab in sel.labels]
+
+
 def pair_features(store: AttentionStore, sent: np.ndarray, query: np.ndarray, key: np.ndarray,
                   sel: HeadSelection, feature_set: FeatureSet, neighbour_offsets: Sequence[int]
                   ) -> tuple[np.ndarray, list[str]]:
@@ -105,21 +121,19 @@ def pair_features(store: AttentionStore, sent: np.ndarray, query: np.ndarray, ke
     sent = np.asarray(sent, dtype=np.int64)
     query, key = np.asarray(query, dtype=np.int64), np.asarray(key, dtype=np.int64)
     p, n = store.prefix[sent].astype(np.int64), store.n_words[sent].astype(np.int64)
-    offs = (0, *[int(x) for x in neighbour_offsets if int(x) != 0])
+    offs = _offsets(neighbour_offsets)
     k = len(sel)
     # one preallocated matrix, filled block by block: no concatenation copy of a multi-GB feature matrix
     X = np.empty((len(sent), len(offs) * len(dirs) * k), dtype=np.float32)
-    names: list[str] = []
+    col = 0
     for o in offs:
-        suffix = "" if o == 0 else f"{o:+d}"
         for d in dirs:
             src, dst = (query, key + o) if d == "fwd" else (key, query + o)
             inside = (dst >= 0) & (dst < n)
             dst_pos = np.where(inside, p + dst, -1)  # -1: outside the words -> feature 0
-            col = len(names)
             gather(store, sent, p + src, dst_pos, sel, out=X[:, col:col + k])
-            names.extend(f"{lab}:{d}{suffix}" for lab in sel.labels)
-    return X, names
+            col += k
+    return X, pair_feature_names(sel, feature_set, neighbour_offsets)
 
 
 def special_positions(store: AttentionStore, sent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -145,7 +159,7 @@ def root_features(store: AttentionStore, sent: np.ndarray, query: np.ndarray, se
     sent = np.asarray(sent, dtype=np.int64)
     qpos = store.prefix[sent].astype(np.int64) + np.asarray(query, dtype=np.int64)
     spos, count = special_positions(store, sent)
-    blocks, names = [], []
+    blocks = []
     for d in dirs:
         acc = np.zeros((len(sent), len(sel)), dtype=np.float32)
         for c in range(spos.shape[1]):
@@ -156,5 +170,4 @@ def root_features(store: AttentionStore, sent: np.ndarray, query: np.ndarray, se
         if d == "bwd":
             acc /= np.maximum(count, 1)[:, None].astype(np.float32)
         blocks.append(acc)
-        names.extend(f"{lab}:{d}:root" for lab in sel.labels)
-    return np.concatenate(blocks, axis=1), names
+    return np.concatenate(blocks, axis=1), root_feature_names(sel, feature_set)

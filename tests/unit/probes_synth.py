@@ -37,11 +37,12 @@ def tree_corpus(n_sentences: int, seed: int) -> Corpus:
 
 
 def write_store(corpus: Corpus, directory: Path, seed: int = 0, strength: float = 0.8,
-                plant: bool = True) -> AttentionStore:
-    """A float32 store of (2 layers, 4 heads) maps with [CLS] + words + [SEP]."""
+                plant: bool = True, dtype: str = "float32", shard_mb: int = 0) -> AttentionStore:
+    """A store of (2 layers, 4 heads) maps with [CLS] + words + [SEP] (float32 unless ``dtype``; one shard
+    per sentence unless ``shard_mb``)."""
     rng = np.random.default_rng(seed)
     directory.mkdir(parents=True, exist_ok=True)
-    w = ShardWriter(directory, "float32", shard_mb=0)
+    w = ShardWriter(directory, dtype, shard_mb=shard_mb)
     for i, s in enumerate(corpus):
         n = len(s)
         m = n + 2
@@ -59,7 +60,7 @@ def write_store(corpus: Corpus, directory: Path, seed: int = 0, strength: float 
         w.add(i, maps.astype(np.float32), n_words=n, prefix=1)
     w.flush()
     write_manifest(directory, {"key": "synth", "num_layers": 2, "num_heads": 4, "n_sentences": len(corpus),
-                               "store_dtype": "float32"})
+                               "store_dtype": dtype})
     return AttentionStore(directory)
 
 
