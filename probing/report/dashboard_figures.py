@@ -50,7 +50,8 @@ def _relation_order(frames: Sequence[pd.DataFrame]) -> list[str]:
 
 def heads_figures(sources: Sequence[Any]) -> list[Fig]:
     """One figure per label set x relation: rows accuracy and gain over the best positional baseline,
-    columns direction x source. Base-label relations identical to an as-is relation are not repeated."""
+    columns direction x source (sources of different measures side by side, each column titled by its
+    measure). Base-label relations identical to an as-is relation are not repeated."""
     with_heads = [s for s in sources if s.heads is not None and len(s.heads)]
     if not with_heads:
         return []
@@ -143,6 +144,8 @@ def best_heads(sources: Sequence[Any]) -> pd.DataFrame:
         same = ["relation", "direction", "layer", "head"] + [c for c in ("n", "accuracy") if c in best.columns]
         best = best[~(best.duplicated(same, keep="first") & (best["label_set"] != "as_is"))]
         best.insert(0, "source", s.label)
+        if "measure" not in best.columns or best["measure"].isna().all():
+            best["measure"] = s.measure
         if "baseline_accuracy" in best.columns:
             best["gain"] = best["accuracy"] - best["baseline_accuracy"]
         if {"diff_ci_low", "diff_ci_high"} <= set(best.columns):  # the bootstrap interval of the gain
@@ -150,10 +153,12 @@ def best_heads(sources: Sequence[Any]) -> pd.DataFrame:
         rows.append(best)
     if not rows:
         return pd.DataFrame()
-    keep = ["source", "label_set", "relation", "direction", "layer", "head", "accuracy", "ci_low", "ci_high",
+    keep = ["source", "measure", "label_set", "relation", "direction", "layer", "head", "accuracy", "ci_low", "ci_high",
             "n", "baseline_offset", "baseline_accuracy", "gain", "gain_ci_low", "gain_ci_high"]
     df = pd.concat(rows, ignore_index=True)
     df = df[[c for c in keep if c in df.columns]]
+    if df["measure"].isna().all():
+        df = df.drop(columns="measure")  # runs from before measures: no column of blanks
     sort = ["n", "accuracy"] if "n" in df.columns else ["accuracy"]
     return df.sort_values(sort, ascending=False, kind="stable").reset_index(drop=True)
 

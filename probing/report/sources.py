@@ -8,7 +8,7 @@ side); a sweep of probe jobs becomes one source with one probe row per job x met
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Optional
 
@@ -35,6 +35,7 @@ class Source:
     trees: Optional[pd.DataFrame] = None  # per head: method, direction, layer, head, uas (+ baselines)
     figures: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    measure: Optional[str] = None  # the map its tables score (probing.config.Measure); None: not recorded
 
 
 def _read_table(run_dir: Path, name: str) -> Optional[pd.DataFrame]:
@@ -103,8 +104,47 @@ def load_run(run_dir: Path) -> Source:
     src.probes = probe_rows(run_dir, metrics)
     src.trees = _schema_table(run_dir, schema.TREES, ("method", "direction", "layer", "head", "uas"))
     src.figures = sorted(p for p in run_dir.glob("**/*.png") if "wandb" not in p.relative_to(run_dir).parts)
+    src.measure = measure_of(src)
     src.label = source_label(src)
     return src
+
+
+def _measures(df: Optional[pd.DataFrame]) -> list[str]:
+    if df is None or "measure" not in df.columns:
+        return []
+    return [str(m) for m in df["measure"].dropna().unique()]
+
+
+def measure_of(src: Source) -> Optional[str]:
+    """The measure a source's tables score: their ``measure`` column, else the run config's
+    ``heads.measure`` / ``probe.measure`` (runs from before measures existed have neither: None)."""
+    for table in (src.heads, src.probes):
+        got = _measures(table)
+        if len(got) == 1:
+            return got[0]
+    task = src.metrics.get("task") or (src.config.get("task") or {}).get("name")
+    section = {"heads": "heads", "probe": "probe"}.get(str(task))
+    got = (src.config.get(section) or {}).get("measure") if section else None
+    return None if got is None else str(got)
+
+
+def split_by_measure(src: Source) -> list[Source]:
+    """One source per measure when a run's heads table holds several; tables without a ``measure`` column
+    stay with the first."""
+    measures = _measures(src.heads)
+    if len(measures) <= 1:
+        return [src]
+    out = []
+    for k, m in enumerate(measures):
+        parts = {}
+        for name in ("heads", "patterns", "mds", "probes", "trees"):
+            df = getattr(src, name)
+            if df is not None and "measure" in df.columns:
+                parts[name] = df[df["measure"].astype(str) == m].reset_index(drop=True)
+            elif k:
+                parts[name] = None
+        out.append(replace(src, measure=m, figures=src.figures if k == 0 else [], notes=list(src.notes), **parts))
+    return out
 
 
 def load_sweep(sweep_dir: Path, jobs: list[Path]) -> list[Source]:
@@ -124,8 +164,8 @@ def load_sweep(sweep_dir: Path, jobs: list[Path]) -> list[Source]:
         first = runs[0] if runs else Source(sweep_dir, "")
         figures = sorted((sweep_dir / "figures").glob("*.png"))
         failed = _read_table(sweep_dir, schema.FAILED_JOBS.name)
-        # a sweep over models or corpora: one source each, so they sit side by side
-        keys = [c for c in ("model", "data", "corpus") if c in table.columns and table[c].nunique(dropna=True) > 1]
+        # a sweep over models, corpora or measures: one source each, so they sit side by side
+        keys = [c for c in ("model", "data", "corpus", "measure") if c in table.columns and table[c].nunique(dropna=True) > 1]
         groups = table.groupby(keys, dropna=False, sort=False) if keys else [((), table)]
         for _, part in groups:
             sweep = Source(sweep_dir, "", first.config, {"jobs": len(jobs)}, probes=part.reset_index(drop=True),
@@ -134,6 +174,7 @@ def load_sweep(sweep_dir: Path, jobs: list[Path]) -> list[Source]:
                 sweep.notes.append(f"{len(failed)} failed or incomplete jobs (failed_jobs.csv)")
             elif unfinished:
                 sweep.notes.append(f"{len(unfinished)} unfinished jobs left out (no {schema.METRICS_FILE})")
+            sweep.measure = measure_of(sweep)
             sweep.label = source_label(sweep, sweep=True)
             sources.append(sweep)
     return sources
@@ -159,7 +200,11 @@ def load_sources(paths: list[Path]) -> list[Source]:
             raise FileNotFoundError(f"{p}: no metrics.json, .hydra/, tables or job dirs (is it a run dir?)")
         if not got:
             log.warning("%s: nothing to show (no heads, probe or sweep tables)", p)
-        sources.extend(got)
+        sources.extend(x for s in got for x in split_by_measure(s))
+    if len({s.measure for s in sources if s.measure}) > 1:  # measures side by side: each labelled by its own
+        for s in sources:
+            if s.measure:
+                s.label = f"{s.measure} · {s.label}"
     seen: dict[str, int] = {}
     for s in sources:
         seen[s.label] = seen.get(s.label, 0) + 1
@@ -191,7 +236,7 @@ def describe(src: Any) -> dict[str, Any]:
     """A row of the sources table."""
     cfg = src.config
     task = src.metrics.get("task") or (cfg.get("task") or {}).get("name")
-    return {"source": src.label, "dir": str(src.path), "task": task,
+    return {"source": src.label, "dir": str(src.path), "task": task, "measure": src.measure,
             "experiment": cfg.get("experiment_name"),
             "heads rows": 0 if src.heads is None else len(src.heads),
             "probe rows": 0 if src.probes is None else len(src.probes),

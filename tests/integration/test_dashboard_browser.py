@@ -29,8 +29,9 @@ def load(page: Path, screenshot: Path | None = None) -> tuple[str, list[str], di
     return got.dom, got.console, got.status()
 
 
-def fake_heads_run(path: Path, model: str, n_layers: int, n_heads: int, relations: dict[str, int], seed: int) -> None:
-    """A heads run dir with the analysis's table schemas (random accuracies)."""
+def fake_heads_run(path: Path, model: str, n_layers: int, n_heads: int, relations: dict[str, int], seed: int,
+                   measure: str | None = None) -> None:
+    """A heads run dir with the analysis's table schemas (random accuracies); ``measure``: its column."""
     rng = np.random.default_rng(seed)
     rows = []
     for rel, n in relations.items():
@@ -47,6 +48,8 @@ def fake_heads_run(path: Path, model: str, n_layers: int, n_heads: int, relation
     base = as_is.assign(label_set="base", relation=as_is["relation"].str.split(":").str[0])
     base = base.drop_duplicates(["relation", "direction", "layer", "head"])
     heads = pd.concat([as_is, base], ignore_index=True)
+    if measure is not None:
+        heads.insert(3, "measure", measure)
     write_table(heads, path, "heads")
     layer, head = np.divmod(np.arange(n_layers * n_heads), n_heads)
     # wide, as the heads task writes it (schema.PATTERNS): one column per pattern metric
@@ -90,6 +93,19 @@ def test_dashboard_in_headless_chromium(tmp_path):
     assert shot.stat().st_size > 20_000
     rendered = dom.count('class="plotly-graph-div js-plotly-plot"')
     assert rendered == 7 + 2 + 3 + 1  # heads figures, probe lines + grid, pattern metrics, MDS
+
+
+def test_measures_side_by_side_in_headless_chromium(tmp_path):
+    """Two runs of one model under ``attention`` and ``norm``: every heatmap of both renders, no console error."""
+    relations = {"nsubj": 1500, "obj": 900}
+    fake_heads_run(tmp_path / "att", "minilm", 6, 12, relations, 0, measure="attention")
+    fake_heads_run(tmp_path / "norm", "minilm", 6, 12, relations, 1, measure="norm")
+    page = write_dashboard([tmp_path / "att", tmp_path / "norm"], tmp_path / "d.html")
+    expected = 2 * 2 * 2 * 2 + 3 * 2  # relations x (accuracy, gain) x directions x measures; patterns x runs
+    dom, console, st = load(page, tmp_path / "measures.png")
+    assert (st["expected"], st["heatmaps"], st["errors"]) == (str(expected), str(expected), "0"), st
+    assert console == [], console
+    assert "norm · minilm · ud_ewt dev" in dom and "attention · minilm · ud_ewt dev" in dom
 
 
 def test_broken_page_is_caught(tmp_path):
