@@ -68,6 +68,16 @@ class Measure(Choice):
     globenc_rollout = "globenc_rollout"
     value_zeroing_rollout = "value_zeroing_rollout"
 
+    @property
+    def per_head(self) -> bool:
+        """One map per head (else one per layer, stored as a single "head")."""
+        return self in (Measure.attention, Measure.norm)
+
+    @property
+    def stochastic(self) -> bool:
+        """Rows sum to 1 (norm and norm_layer rows are norms: analyses of distributions normalise them)."""
+        return self not in (Measure.norm, Measure.norm_layer)
+
 
 class TaskName(Choice):
     extract = "extract"
@@ -240,8 +250,9 @@ class ProbeConfig:
     """Linear probes on attention features, with control tasks (Hewitt and Liang 2019)."""
 
     kind: ProbeKind = ProbeKind.relation
+    measure: Measure = Measure.attention  # the stores read (built too if extract.measures lacks it)
     layer: Optional[int] = None  # None: all layers
-    head: Optional[int] = None  # None: every head of the selected layer(s)
+    head: Optional[int] = None  # None: every head of the selected layer(s); a per-layer measure has only head 0
     feature_set: FeatureSet = FeatureSet.both
     neighbour_offsets: List[int] = field(default_factory=list)  # also A[i,j+o], A[j,i+o]
     train_split: str = "train"

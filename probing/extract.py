@@ -139,8 +139,7 @@ def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling, me
     maps[Measure.attention] = attn
     out = {}
     for measure in measures:
-        stochastic = measure not in (Measure.norm, Measure.norm_layer)
-        pooled = pool_attention(maps[measure], pos, m, pooling, stochastic).cpu()
+        pooled = pool_attention(maps[measure], pos, m, pooling, measure.stochastic).cpu()
         out[measure] = [pooled[b, :, :, : x.n_positions, : x.n_positions].numpy() for b, x in enumerate(batch)]
     return out
 

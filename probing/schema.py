@@ -52,7 +52,7 @@ HEAD_DISTANCES = _t("head_distances", RUN_KEYS + ("layer_a", "head_a", "layer_b"
 HEAD_MDS = _t("head_mds", RUN_KEYS + (LAYER, HEAD), ("x", "y"), "2-D metric MDS of the head distances")
 TREES = _t("trees", RUN_KEYS + ("method", "direction", LAYER, HEAD), ("uas", "uuas"),
            "spanning trees decoded from single heads, beside branching baselines")
-PROBE_IDENT = ("model", "corpus", "train_split", "eval_split", "probe", LAYER, HEAD, "heads")
+PROBE_IDENT = ("model", "corpus", "train_split", "eval_split", "measure", "probe", LAYER, HEAD, "heads")
 PROBE_SCORES = _t("probe_scores", PROBE_IDENT + ("metric",), ("value",), "a probe run's headline numbers, long")
 RELATION_F1 = _t("relation_f1", PROBE_IDENT + ("relation", "probe"), ("support", "precision", "recall", "f1"),
                  "relation probe: per-relation scores")

@@ -25,7 +25,7 @@ ROLLOUTS: dict[Measure, tuple[Measure, bool]] = {
     Measure.globenc_rollout: (Measure.globenc, False),
     Measure.value_zeroing_rollout: (Measure.value_zeroing, False),
 }
-PER_HEAD = frozenset({Measure.attention, Measure.norm})
+PER_HEAD = frozenset(m for m in Measure if m.per_head)
 
 
 def heads_of(measure: Measure, num_heads: int) -> int:

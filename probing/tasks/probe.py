@@ -1,4 +1,4 @@
-"""``task=probe``: load the train and eval splits, make sure their attention stores exist, run one probe.
+"""``task=probe``: load the train and eval splits, make sure their stores of ``probe.measure`` exist, probe.
 
 A job first looks in its own run dir: when ``metrics.json`` there was written for the same config key
 (model, data, extraction, probe settings, seed and the probe code's format version), it returns those
@@ -22,6 +22,7 @@ from probing.config import (
     DataConfig,
     DataKind,
     ExtractConfig,
+    Measure,
     ModelConfig,
     ProbeConfig,
     ProbeKind,
@@ -47,8 +48,9 @@ log = logging.getLogger(__name__)
 PROBE_FORMAT = 1
 # Readers without splits: the probe holds out the last ``probe.eval_fraction`` of the one corpus.
 SINGLE_SPLIT_KINDS = {DataKind.grammar, DataKind.conllu, DataKind.text}
-# Extraction settings that never change the maps (left out of the config key).
-_VOLATILE_EXTRACT = ("batch_size", "max_batch_tokens", "progress", "cache_dir", "shard_mb", "verify")
+# Extraction settings that never change the maps read (left out of the config key; ``measures`` only says which
+# other stores are built beside ``probe.measure``'s, which is in the key).
+_VOLATILE_EXTRACT = ("batch_size", "max_batch_tokens", "progress", "cache_dir", "shard_mb", "verify", "measures")
 
 
 def config_key(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: ProbeConfig) -> str:
@@ -69,13 +71,13 @@ def completed(out_dir: Path, key: str) -> Optional[dict]:
 
 
 class _Stores:
-    """The stores a probe reads, each built or found once, recorded for ``run_meta.json``."""
+    """The stores of ``measure`` a probe reads, each built or found once, recorded for ``run_meta.json``."""
 
-    def __init__(self, model: ModelConfig, extract: ExtractConfig):
-        self.model, self.extract, self.used = model, extract, []
+    def __init__(self, model: ModelConfig, extract: ExtractConfig, measure: Measure):
+        self.model, self.extract, self.measure, self.used = model, extract, Measure(measure), []
 
     def __call__(self, corpus: Corpus) -> AttentionStore:
-        report = ensure_store(self.model, corpus, self.extract)
+        report = ensure_store(self.model, corpus, self.extract, self.measure)
         log.info(describe_store(report, corpus))
         self.used.append(store_use(report, corpus))
         return report.store
@@ -141,7 +143,10 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
         ) -> TaskResult:
     """Run the probe ``probe`` and write its tables through ``out``; a run dir that already holds finished
     results for this config returns them (``probe.skip_complete``)."""
-    kind = ProbeKind(probe.kind)
+    kind, measure = ProbeKind(probe.kind), Measure(probe.measure)
+    if not measure.per_head and probe.head not in (None, 0):
+        raise ProbingError(f"probe.measure={measure} has one map per layer: probe.head must be unset or 0, "
+                           f"not {probe.head}")
     key = config_key(model, data, extract, probe)
     if probe.skip_complete:
         done = completed(out.dir, key)
@@ -149,7 +154,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
             log.info("%s already holds complete results for this config (key %s): not recomputed", out.dir, key)
             return TaskResult({**done, "reused_results": True})
     start = time.perf_counter()
-    stores = _Stores(model, extract)
+    stores = _Stores(model, extract, measure)
     train, ev, note = load_splits(data, probe, extract, stores)
     store = train.store
     try:
@@ -158,8 +163,8 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
     except ValueError as e:
         raise ProbingError(f"probe={kind}: {e}") from e
     ident = {"model": model.name, "corpus": train.corpus.name, "train_split": train.name,
-             "eval_split": ev.name, "probe": kind.value, "layer": probe.layer, "head": probe.head,
-             "heads": heads_label(probe.layer, probe.head)}
+             "eval_split": ev.name, "measure": measure.value, "probe": kind.value, "layer": probe.layer,
+             "head": probe.head, "heads": heads_label(probe.layer, probe.head)}
     metrics = {**ident, "n_heads": len(sel), "split_note": note, "train_sentences": int(len(train.indices)),
                "eval_sentences": int(len(ev.indices)), "exclude_punct": probe.exclude_punct,
                "feature_set": str(probe.feature_set), **result.metrics, "config_key": key,

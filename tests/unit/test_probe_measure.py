@@ -1,0 +1,62 @@
+"""``probe.measure``: the probe task reads the stores of the chosen measure (built beside the attention store),
+names it in its config key, metrics and tables, and a per-layer measure offers one "head" per layer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+from test_heads_task import Recorder
+
+from probing.config import DataConfig, DataKind, ExtractConfig, Measure, ModelConfig, ProbeConfig, ProbeKind
+from probing.errors import ProbingError
+from probing.probes.features import select_heads
+from probing.results import read_table
+from probing.tasks import probe as probe_task
+from probing.tasks.base import RunOutput
+
+
+def _inputs(tiny_model_dir, tmp_path):
+    model = ModelConfig(name="tiny", name_or_path=str(tiny_model_dir))
+    data = DataConfig(kind=DataKind.grammar, n_sentences=40)
+    ext = OmegaConf.structured(ExtractConfig(cache_dir=str(tmp_path / "cache"), progress=False))
+    return model, data, ext
+
+
+def _run(tiny_model_dir, tmp_path, name, **kw):
+    model, data, ext = _inputs(tiny_model_dir, tmp_path)
+    p = ProbeConfig(kind=ProbeKind.relation, max_iter=200, **kw)
+    return probe_task.run(model, data, ext, p, RunOutput(tmp_path / name, Recorder()))
+
+
+def test_probe_reads_the_store_of_probe_measure(tiny_model_dir, tmp_path):
+    att = _run(tiny_model_dir, tmp_path, "att")
+    norm = _run(tiny_model_dir, tmp_path, "norm", measure=Measure.norm)
+    assert [s["measure"] for s in norm.stores] == ["norm"] and norm.metrics["measure"] == "norm"
+    assert att.metrics["measure"] == "attention" and att.metrics["config_key"] != norm.metrics["config_key"]
+    for name in ("probe_scores", "relation_f1", "relation_weights"):
+        assert set(read_table(tmp_path / "norm", name)["measure"]) == {"norm"}, name
+    assert att.metrics["accuracy"] != norm.metrics["accuracy"] or att.metrics["macro_f1"] != norm.metrics["macro_f1"]
+
+    # the same probe handed the norm store directly gives the task's numbers
+    model, data, ext = _inputs(tiny_model_dir, tmp_path)
+    store = probe_task.ensure_store(model, probe_task.load_corpus_cached(data, None, ext.cache_dir), ext,
+                                    Measure.norm).store
+    p = ProbeConfig(kind=ProbeKind.relation, max_iter=200)
+    train, ev, _ = probe_task.load_splits(data, p, ext, lambda corpus: store)
+    direct = probe_task.run_relation(p, train, ev, select_heads(store.num_layers, store.num_heads, None, None))
+    for k, v in direct.metrics.items():
+        if isinstance(v, float):
+            assert norm.metrics[k] == pytest.approx(v, abs=0, rel=0), k
+
+
+def test_a_per_layer_measure_has_one_head_per_layer(tiny_model_dir, tmp_path):
+    sel = select_heads(2, 1, None, None)
+    assert sel.layers.tolist() == [0, 1] and sel.heads.tolist() == [0, 0]
+    alti = _run(tiny_model_dir, tmp_path, "alti", measure=Measure.alti)
+    assert alti.metrics["n_heads"] == 2 and alti.metrics["measure"] == "alti"
+    one = _run(tiny_model_dir, tmp_path, "alti_l1", measure=Measure.alti, layer=1, head=0)
+    assert one.metrics["n_heads"] == 1 and np.isfinite(one.metrics["accuracy"])
+    with pytest.raises(ProbingError, match=r"probe.measure=alti has one map per layer: probe.head must be unset "
+                                           r"or 0, not 2$"):
+        _run(tiny_model_dir, tmp_path, "bad", measure=Measure.alti, head=2)
