@@ -141,3 +141,16 @@ def test_store_predictions_are_the_in_memory_predictions(synth):
     R, _ = root_features(store, d_ev.sent, d_ev.pos, sel, FeatureSet.both)
     np.testing.assert_array_equal(probe.predict(te), probe.predict(ArcData(X, R, te.sizes)))
     assert probe.score(te, local_index(d_ev.pos, d_ev.head)) > 0.9  # layer 0 head 0 plants the arcs
+
+
+def test_every_newton_iteration_is_logged_with_its_loss(caplog):
+    """Issue 12: the full-data arc probe ran for minutes with nothing printed."""
+    data = _random_data(5)
+    with caplog.at_level("INFO", logger="probing.probes.arc_solver"):
+        fit_probes([ArcProbe(), ArcProbe()], data, [data.gold, np.full(data.n_dependents, -1)],
+                   names=("task", "control"))
+    lines = [r.getMessage() for r in caplog.records]
+    for name in ("task", "control"):
+        mine = [m for m in lines if m.startswith(f"arc probe ({name}): iteration")]
+        assert mine and mine[0].startswith(f"arc probe ({name}): iteration 1, loss ")
+        assert all("max gradient" in m and m.endswith(" s)") for m in mine)
