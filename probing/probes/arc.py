@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator
+from threadpoolctl import threadpool_limits
 
 from probing.probes.arc_blocks import ArcBlocks, ArcData, StoreArcData
 from probing.probes.arc_solver import Fit, block_log_proba, block_predict, evaluate, newton
@@ -77,8 +78,9 @@ class ArcProbe(BaseEstimator):
         """Each dependent's predicted head as an index into its block (-1 = ROOT)."""
         out = np.empty(data.n_dependents, dtype=np.int64)
         theta = self.theta_
-        for block in data.blocks():
-            out[block.rows] = block_predict(block, theta, data.n_features)
+        with threadpool_limits(1, user_api="blas"):  # blocks come from numba kernels: see arc_solver.newton
+            for block in data.blocks():
+                out[block.rows] = block_predict(block, theta, data.n_features)
         return out
 
     def score(self, data: ArcBlocks, y: np.ndarray | None = None) -> float:
