@@ -28,6 +28,7 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 import xxhash
 
+from probing.config import Measure
 from probing.errors import StoreError
 from probing.io import atomic_write_bytes, write_json
 
@@ -250,6 +251,11 @@ class AttentionStore:
     def indices(self) -> np.ndarray:
         """Corpus indices of the sentences that have maps (all but the skipped ones), ascending."""
         return np.flatnonzero(self.shard >= 0)
+
+    @property
+    def stochastic(self) -> bool:
+        """Whether every row sums to 1 (``norm`` and ``norm_layer`` rows are norms, not distributions)."""
+        return Measure(self.measure).stochastic
 
     def __contains__(self, i: int) -> bool:
         return 0 <= i < self.n_sentences and self.shard[i] >= 0

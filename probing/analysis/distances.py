@@ -2,9 +2,10 @@
 
 The distance between heads g and h is the Jensen-Shannon distance (the square root of the JS divergence,
 base 2, so in [0, 1]) between their attention distributions, averaged over every attending word of the
-sentences used; each distribution spans the full sequence (special tokens kept). The heads are then
-embedded in two dimensions with metric MDS on the precomputed distances (:func:`smacof`, scikit-learn's
-algorithm without its import).
+sentences used; each distribution spans the full sequence (special tokens kept; rows of a store that are
+not distributions, ``norm`` and ``norm_layer``, are normalised first: :mod:`probing.analysis.rows`). The
+heads are then embedded in two dimensions with metric MDS on the precomputed distances (:func:`smacof`,
+scikit-learn's algorithm without its import).
 
 Cost: one ``m log m`` per pair of heads and attended position (``m = (p + q) / 2``, float32), the rest is per
 head. Rows are grouped by sequence length (sentences of one length share one array, nothing is padded) and
@@ -18,6 +19,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
+from probing.analysis.rows import distributions
 from probing.progress import progress
 from probing.store import AttentionStore
 
@@ -76,7 +78,7 @@ def head_distances(store: AttentionStore, indices: Sequence[int], block_rows: in
         if batch and (batch[0].shape[-1] != store.m[i] or batch_rows >= block_rows):
             flush()
         p, n = int(store.prefix[i]), int(store.n_words[i])
-        batch.append(np.asarray(store.maps(i)[..., p:p + n, :], dtype=np.float32).reshape(g, n, -1))
+        batch.append(distributions(store.maps(i)[..., p:p + n, :], store.stochastic).reshape(g, n, -1))
         batch_rows += n
         count += n
     flush()

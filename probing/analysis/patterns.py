@@ -4,6 +4,8 @@ Per head, the mean over attending rows of: the attention to the special position
 (``cls``: [CLS]) and after them (``sep``: [SEP]), to punctuation words, to the next position, the previous
 position and itself, and the entropy of the row (nats) beside the entropy of uniform attention over the same
 positions. Positions are the full sequence (special tokens kept), so the last word's next position is [SEP].
+A store whose rows are not distributions (``norm``, ``norm_layer``) has its rows normalised first
+(:mod:`probing.analysis.rows`): its patterns are shares of each row's total.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import numpy as np
 import pandas as pd
 from scipy.special import entr
 
+from probing.analysis.rows import distributions
 from probing.config import PatternRows
 from probing.corpus import Corpus
 from probing.progress import progress
@@ -51,7 +54,7 @@ def sentence_patterns(maps: np.ndarray, prefix: int, n_words: int, punct: np.nda
 def attention_patterns(store: AttentionStore, corpus: Corpus, indices: Sequence[int], punct_upos: Sequence[str],
                        pattern_rows: PatternRows) -> pd.DataFrame:
     """One row per (layer, head): the means of :data:`METRICS` over every attending row of ``indices``
-    (a loop over sentences, numpy over layers, heads and positions)."""
+    (a loop over sentences, numpy over layers, heads and positions; rows normalised unless the store's are)."""
     layers, heads = store.num_layers, store.num_heads
     sums = np.zeros((len(METRICS), layers, heads))
     counts = np.zeros(len(METRICS), dtype=np.int64)
@@ -60,7 +63,8 @@ def attention_patterns(store: AttentionStore, corpus: Corpus, indices: Sequence[
         s = corpus[i]
         upos = s.upos or ()
         punct = np.array([u in punct_set for u in upos] if upos else [False] * len(s), dtype=bool)
-        ssum, scount = sentence_patterns(maps, int(store.prefix[i]), int(store.n_words[i]), punct, pattern_rows)
+        ssum, scount = sentence_patterns(distributions(maps, store.stochastic), int(store.prefix[i]),
+                                         int(store.n_words[i]), punct, pattern_rows)
         sums += ssum
         counts += scount
     store.close()

@@ -20,6 +20,7 @@ from probing import schema
 from probing.analysis.distances import distance_table, head_distances, mds_embedding
 from probing.analysis.head_accuracy import accuracy_table, count_relations
 from probing.analysis.patterns import attention_patterns, layer_means
+from probing.analysis.rows import rows_convention
 from probing.analysis.trees import tree_scores
 from probing.config import DataConfig, Direction, ExtractConfig, HeadsConfig, LabelSet, ModelConfig, RunConfig
 from probing.corpus import Corpus
@@ -49,7 +50,8 @@ def _check(h: HeadsConfig) -> None:
 def conventions(h: HeadsConfig, store: AttentionStore) -> dict:
     """Every choice the numbers depend on, written beside them."""
     return {
-        "measure": store.measure,  # the map scored (probing.config.Measure); norm and norm_layer rows are not renormalised
+        "measure": store.measure,  # the map scored (probing.config.Measure)
+        "measure_rows": f"head accuracy and trees: as stored; patterns and distances: {rows_convention(store)}",
         "pooling": store.manifest.get("inputs", {}).get("pooling"),
         "special_tokens": f"{h.special_tokens}: scored over words only ([CLS]/[SEP] rows and columns dropped)",
         "directions": {"dep_to_head": "argmax of the dependent's row (where it looks) is its gold head",
