@@ -286,6 +286,8 @@ class InspectConfig:
     max_sentences: int = 20  # a file longer than this is cut (each sentence prints L x H lines)
     bertviz: bool = True  # also write bertviz head/model views (they load d3 and jQuery from a CDN: online only)
     png: bool = True  # a PNG grid of every head's word-level map
+    # measures shown next to the weights (probing.mixing; computed in the sentence's one forward pass)
+    measures: List[Measure] = field(default_factory=lambda: [Measure.attention])
 
 
 @dataclass

@@ -287,19 +287,22 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequen
                          stores=stores)
 
 
-def extract_in_memory(encoder: Encoder, sentences: Sequence[Sequence[str]], pooling: Pooling
-                      ) -> list[tuple[np.ndarray, int] | str]:
-    """Word-level maps for a few sentences without a store (the inspector): ``(maps, prefix)`` or a
-    reason string for a sentence that cannot be used."""
+def extract_in_memory(encoder: Encoder, sentences: Sequence[Sequence[str]], pooling: Pooling,
+                      measures: Sequence[Measure] = (Measure.attention,)
+                      ) -> list[tuple[dict[Measure, np.ndarray], int] | str]:
+    """Word-level maps of every measure for a few sentences without a store (the inspector), each sentence
+    in one forward pass: ``({measure: (L, heads_of(measure), M, M)}, prefix)``, or a reason string for a
+    sentence that cannot be used."""
+    wanted = list(dict.fromkeys(Measure(m) for m in measures))
     tokenized = encoder.tokenize(sentences)
-    out: list[tuple[np.ndarray, int] | str] = []
+    out: list[tuple[dict[Measure, np.ndarray], int] | str] = []
     for t in tokenized:
         if isinstance(t, str):
             out.append(t)
         else:
-            out.append((word_maps(encoder, [t], pooling, [Measure.attention])[Measure.attention][0], t.prefix))
+            maps = word_maps(encoder, [t], pooling, wanted)
+            out.append(({m: maps[m][0] for m in wanted}, t.prefix))
     return out
-
 
 
 def ensure_store(model: ModelConfig, corpus: Corpus, cfg: ExtractConfig, reads: Optional[Measure] = None

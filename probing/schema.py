@@ -63,7 +63,7 @@ ARC_WEIGHTS = _t("arc_weights", PROBE_IDENT + ("feature",), ("weight",), "arc pr
 ARC_UAS_BY_RELATION = _t("arc_uas_by_relation", PROBE_IDENT + ("relation",), ("n", "uas"),
                          "arc probe: UAS per relation")
 EDGE_WEIGHTS = _t("edge_weights", PROBE_IDENT + ("feature",), ("weight",), "edge probe: coefficients")
-INSPECT = _t("inspect", ("sentence", "sentence_id", LAYER, HEAD, "query"),
+INSPECT = _t("inspect", ("measure", "sentence", "sentence_id", LAYER, HEAD, "query"),
              ("choice_position", "choice_weight", "word_choice", "is_gold"), "task=inspect: every head's choices")
 SWEEP = _t("sweep", ("job", "task", "probe", "model", "data", LAYER, HEAD, "metric"), ("value",),
            "probing-collect: one row per job and headline metric")

@@ -55,10 +55,13 @@ def position_labels(encoder: Any, words: Sequence[str]) -> tuple[list[str], int]
     return [lab or "?" for lab in labels], tok.prefix
 
 
-def format_choices(words: Sequence[str], labels: Sequence[str], prefix: int, ch: Choices) -> list[str]:
+def format_choices(words: Sequence[str], labels: Sequence[str], prefix: int, ch: Choices, tag: str = "",
+                   per_layer: bool = False) -> list[str]:
     """One line per layer and head: ``query->choice`` for each word; ``*`` marks a gold-head choice.
 
-    When a special token wins, the most-attended word follows in parentheses: ``sat->[SEP](mat)``.
+    When a special token wins, the most-attended word follows in parentheses: ``sat->[SEP](mat)``. ``tag``
+    starts every line (the measure, so each measure's lines can be told apart); ``per_layer``: one map per
+    layer, labelled ``L0 all`` rather than by head.
     """
     n_layers, n_heads, n = ch.word.shape
     lines = []
@@ -76,7 +79,8 @@ def format_choices(words: Sequence[str], labels: Sequence[str], prefix: int, ch:
             score = ""
             if ch.gold is not None:
                 score = f" gold {int(ch.gold[layer, head].sum())}/{n - 1}"
-            lines.append(f"L{layer:<2d} H{head:<2d}{score:>11s} | " + "  ".join(parts))
+            name = f"L{layer:<2d} all" if per_layer else f"L{layer:<2d} H{head:<2d}"
+            lines.append(f"{tag}{name}{score:>11s} | " + "  ".join(parts))
     return lines
 
 

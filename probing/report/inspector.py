@@ -1,4 +1,5 @@
-"""Views of the inspector: a PNG grid of every head's word-level map, an offline HTML page, bertviz pages."""
+"""Views of the inspector: a PNG grid of every head's word-level map per measure, an offline HTML page with a
+section per measure (the weights first), bertviz pages of the weights."""
 
 from __future__ import annotations
 
@@ -15,58 +16,108 @@ from probing.report.html import figure_div, image_tag, render_template, write_pa
 log = logging.getLogger(__name__)
 
 
+# what each measure's maps hold, for the page and the figures (probing.config.Measure says more)
+MEASURE_NOTES = {
+    "attention": "the attention weights α (rows sum to 1)",
+    "norm": "α·‖f(x_j)‖ per head (Kobayashi et al. 2020); rows not renormalised",
+    "norm_layer": "‖Σ_h α f^h(x_j)‖ per layer; rows not renormalised",
+    "alti": "ALTI per layer (Ferrando et al. 2022); rows sum to 1",
+    "globenc": "GlobEnc per layer (Modarressi et al. 2022); rows sum to 1",
+    "value_zeroing": "value zeroing per layer (Mohebbi et al. 2023); rows sum to 1",
+    "rollout": "rollout of the head-mean weights with 0.5·A + 0.5·I, layer 0 up to each layer",
+    "alti_rollout": "rollout of ALTI, layer 0 up to each layer",
+    "globenc_rollout": "rollout of GlobEnc, layer 0 up to each layer",
+    "value_zeroing_rollout": "rollout of value zeroing, layer 0 up to each layer",
+}
+
+
+@dataclass(frozen=True)
+class MeasureView:
+    """One measure of one sentence: position-level maps ``(L, H, M, M)`` (``H`` = 1 when ``per_layer``),
+    the choices they give, and the PNG grid (None when not drawn)."""
+
+    measure: str
+    maps: np.ndarray
+    choices: Any  # probing.analysis.choices.Choices
+    per_layer: bool
+    png: Optional[Path]
+
+    @property
+    def note(self) -> str:
+        return MEASURE_NOTES.get(self.measure, self.measure)
+
+    @property
+    def vmax(self) -> float:
+        """Top of the colour scale: 1 for the weights (comparable across heads and runs), else the largest
+        value, since norms are unbounded and per-layer shares spread thin."""
+        if self.measure == "attention":
+            return 1.0
+        top = float(np.nanmax(self.maps)) if self.maps.size else 1.0
+        return top if top > 0 else 1.0
+
+
 @dataclass(frozen=True)
 class SentenceView:
-    """One inspected sentence: position labels, position-level maps ``(L, H, M, M)`` and the head choices."""
+    """One inspected sentence: position labels and every measure shown, the weights first."""
 
     index: int
     sentence: Sentence
     source: str
     labels: list[str]
     prefix: int
-    maps: np.ndarray
-    choices: Any  # probing.analysis.choices.Choices
-    png: Optional[Path]
+    measures: tuple[MeasureView, ...]
+
+    @property
+    def weights(self) -> MeasureView:
+        return next(m for m in self.measures if m.measure == "attention")
 
 
-def png_grid(maps: np.ndarray, prefix: int, words: Sequence[str], choices: Any, path: Path, title: str) -> Path:
-    """Every head's word-level map (rows: query word, columns: attended word) in a layers x heads grid.
+def png_grid(view: MeasureView, prefix: int, words: Sequence[str], path: Path, title: str) -> Path:
+    """Every head's word-level map (rows: query word, columns: attended word) in a layers x heads grid, or
+    for a per-layer measure one panel per layer in a row.
 
-    With a gold tree, a red dot marks the cells where the head's most-attended word is the gold head.
+    With a gold tree, a red dot marks the cells where the map's most-attended word is the gold head.
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    maps, choices = view.maps, view.choices
     n_layers, n_heads = maps.shape[:2]
     n = len(words)
     w = np.asarray(maps, dtype=np.float32)[:, :, prefix:prefix + n, prefix:prefix + n]
+    # panel (row, column) of each (layer, head)
+    cells = ([((0, layer), (layer, 0)) for layer in range(n_layers)] if view.per_layer
+             else [((layer, head), (layer, head)) for layer in range(n_layers) for head in range(n_heads)])
+    rows, cols = (1, n_layers) if view.per_layer else (n_layers, n_heads)
+    vmax = view.vmax if view.measure == "attention" else max(float(np.nanmax(w)) if w.size else 1.0, 1e-12)
     cell = 0.5 + 0.12 * n  # inches per panel: room for 7-point word labels
-    fig, axes = plt.subplots(n_layers, n_heads, figsize=(cell * n_heads + 0.6, cell * n_layers + 0.8),
+    fig, axes = plt.subplots(rows, cols, figsize=(cell * cols + 0.6, cell * rows + 0.8),
                              squeeze=False, gridspec_kw={"wspace": 0.05, "hspace": 0.12})
     gold = choices.gold
-    for layer in range(n_layers):
-        for head in range(n_heads):
-            ax = axes[layer, head]
-            image = ax.imshow(w[layer, head], cmap="Blues", vmin=0.0, vmax=1.0, interpolation="nearest")
-            ax.set_xticks([])
-            ax.set_yticks([])
-            if gold is not None:
-                hit = np.flatnonzero(gold[layer, head])
-                ax.scatter(choices.word[layer, head, hit], hit, s=4, c="#d62728", marker="o", linewidths=0)
-                ax.set_title(f"L{layer} H{head}  {len(hit)}/{n - 1}", fontsize=6, pad=1.5)
-            else:
-                ax.set_title(f"L{layer} H{head}", fontsize=6, pad=1.5)
-            if head == 0:
-                ax.set_yticks(range(n))
-                ax.set_yticklabels(words, fontsize=7)
-            if layer == n_layers - 1:
-                ax.set_xticks(range(n))
-                ax.set_xticklabels(words, fontsize=7, rotation=90)
-    fig.colorbar(image, ax=axes, fraction=0.012, pad=0.01, label="attention weight (word level)")
-    fig.suptitle(title + ("  (red dot: most-attended word is the gold head)" if gold is not None else ""),
-                 fontsize=8)
+    image = None
+    for (r, c), (layer, head) in cells:
+        ax = axes[r, c]
+        image = ax.imshow(w[layer, head], cmap="Blues", vmin=0.0, vmax=vmax, interpolation="nearest")
+        ax.set_xticks([])
+        ax.set_yticks([])
+        name = f"L{layer}" if view.per_layer else f"L{layer} H{head}"
+        if gold is not None:
+            hit = np.flatnonzero(gold[layer, head])
+            ax.scatter(choices.word[layer, head, hit], hit, s=4, c="#d62728", marker="o", linewidths=0)
+            name += f"  {len(hit)}/{n - 1}"
+        ax.set_title(name, fontsize=6, pad=1.5)
+        if c == 0:
+            ax.set_yticks(range(n))
+            ax.set_yticklabels(words, fontsize=7)
+        if r == rows - 1:
+            ax.set_xticks(range(n))
+            ax.set_xticklabels(words, fontsize=7, rotation=90)
+    fig.colorbar(image, ax=axes, fraction=0.012 if rows > 1 else 0.04, pad=0.01,
+                 label=f"{view.measure} (word level)")
+    fig.suptitle(f"{title}  [{view.measure}: {view.note}]"
+                 + ("  (red dot: most-attended word is the gold head)" if gold is not None else ""), fontsize=8)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.stem}.tmp.png")
     fig.savefig(tmp, dpi=110, bbox_inches="tight")
@@ -75,10 +126,10 @@ def png_grid(maps: np.ndarray, prefix: int, words: Sequence[str], choices: Any, 
     return path
 
 
-def _choices(view: SentenceView) -> dict:
-    """What the ``choices_table`` macro shows: one row per head, one cell per query word with the chosen
-    position (a special token that wins is named, with the best word in parentheses)."""
-    ch, words, labels, prefix = view.choices, view.sentence.words, view.labels, view.prefix
+def _choices(view: SentenceView, mv: MeasureView) -> dict:
+    """What the ``choices_table`` macro shows: one row per head (or layer), one cell per query word with the
+    chosen position (a special token that wins is named, with the best word in parentheses)."""
+    ch, words, labels, prefix = mv.choices, view.sentence.words, view.labels, view.prefix
     n_layers, n_heads, n = ch.word.shape
     heads = view.sentence.heads
     rows = []
@@ -91,45 +142,59 @@ def _choices(view: SentenceView) -> dict:
                 cls = "l gold" if ch.gold is not None and ch.gold[layer, head, q] else "l"
                 cells.append({"text": text, "cls": cls, "weight": float(ch.weight[layer, head, q])})
             gold = f"{int(ch.gold[layer, head].sum())}/{n - 1}" if ch.gold is not None else None
-            rows.append({"head": f"L{layer} H{head}", "gold": gold, "cells": cells})
+            rows.append({"head": f"L{layer}" if mv.per_layer else f"L{layer} H{head}", "gold": gold, "cells": cells})
     return {"words": list(words), "has_gold": ch.gold is not None, "rows": rows,
+            "value": "weight" if mv.measure == "attention" else mv.measure,
             "gold_words": None if heads is None else [words[h] if h >= 0 else "ROOT" for h in heads]}
 
 
-def _head_view(view: SentenceView) -> Any:
-    """A plotly heatmap of one head's position-level map with a slider over all layers and heads."""
+def _head_view(view: SentenceView, mv: MeasureView) -> Any:
+    """A plotly heatmap of one head's (or layer's) position-level map with a slider over all of them."""
     import plotly.graph_objects as go
 
-    maps = np.asarray(view.maps, dtype=np.float32)
+    maps = np.asarray(mv.maps, dtype=np.float32)
     n_layers, n_heads, m, _ = maps.shape
     labels = view.labels
-    # open on the head that picks the gold head most often (L0 H0 without a tree)
-    gold = view.choices.gold
+    # open on the map that picks the gold head most often (the first without a tree)
+    gold = mv.choices.gold
     start = int(np.argmax(gold.sum(-1))) if gold is not None else 0
     l0, h0 = divmod(start, n_heads)
+
+    def name(layer: int, head: int) -> tuple[str, str]:
+        if mv.per_layer:
+            return f"L{layer}", f"{mv.measure}, layer {layer}"
+        return f"L{layer}H{head}", f"{mv.measure}, layer {layer}, head {head}"
+
     hover = [[f"{labels[q]} \u2192 {labels[k]}" for k in range(m)] for q in range(m)]
     fig = go.Figure(go.Heatmap(
         z=np.round(maps[l0, h0], 4).tolist(), x=list(range(m)), y=list(range(m)), text=hover,
-        hovertemplate="%{text}<br>weight %{z:.3f}<extra></extra>", colorscale="Blues", zmin=0, zmax=1))
-    steps = [dict(method="update", label=f"L{layer}H{head}",
-                  args=[{"z": [np.round(maps[layer, head], 4).tolist()]},
-                        {"title.text": f"layer {layer}, head {head}"}])
+        hovertemplate=f"%{{text}}<br>{mv.measure} %{{z:.3f}}<extra></extra>", colorscale="Blues", zmin=0,
+        zmax=mv.vmax))
+    steps = [dict(method="update", label=name(layer, head)[0],
+                  args=[{"z": [np.round(maps[layer, head], 4).tolist()]}, {"title.text": name(layer, head)[1]}])
              for layer in range(n_layers) for head in range(n_heads)]
     ticks = dict(tickmode="array", tickvals=list(range(m)), ticktext=labels)
     fig.update_layout(
-        title=dict(text=f"layer {l0}, head {h0}"), height=520, width=620, margin=dict(l=90, r=20, t=50, b=150),
+        title=dict(text=name(l0, h0)[1]), height=520, width=620, margin=dict(l=90, r=20, t=50, b=150),
         xaxis=dict(title="attended to (key)", side="bottom", **ticks),
         yaxis=dict(title="query", autorange="reversed", **ticks),
-        sliders=[dict(active=start, steps=steps, currentvalue=dict(prefix="head "), pad=dict(t=70))])
+        sliders=[dict(active=start, steps=steps, currentvalue=dict(prefix="layer " if mv.per_layer else "head "),
+                      pad=dict(t=70))])
     return fig
 
 
 def write_html(views: Sequence[SentenceView], path: Path, model_name: str) -> Path:
-    """One offline page: per sentence the choices table, an interactive head view, and the PNG grid."""
-    sentences = [{"index": v.index, "words": v.sentence.words, "source": v.source,
-                  "head_view": figure_div(_head_view(v)), "choices": _choices(v),
-                  "png": image_tag(v.png, "all heads") if v.png is not None and Path(v.png).is_file() else None}
-                 for v in views]
+    """One offline page: per sentence and measure (the weights first) an interactive view, the PNG grid
+    and the choices table, with links between the measures."""
+    sentences = []
+    for v in views:
+        measures = [{"name": mv.measure, "note": mv.note, "anchor": f"s{v.index}-{mv.measure}",
+                     "per_layer": mv.per_layer, "head_view": figure_div(_head_view(v, mv)),
+                     "choices": _choices(v, mv),
+                     "png": image_tag(mv.png, f"{mv.measure}: every map")
+                     if mv.png is not None and Path(mv.png).is_file() else None}
+                    for mv in v.measures]
+        sentences.append({"index": v.index, "words": v.sentence.words, "source": v.source, "measures": measures})
     text = render_template("inspector.html.j2", title=f"probing inspector: {model_name}", model_name=model_name,
                            sentences=sentences)
     return write_page(path, text)
@@ -146,8 +211,9 @@ def write_bertviz(views: Sequence[SentenceView], out_dir: Path) -> list[Path]:
         return []
     written = []
     for v in views:
-        attention = [torch.from_numpy(np.asarray(v.maps[layer], dtype=np.float32))[None]
-                     for layer in range(v.maps.shape[0])]
+        weights = v.weights.maps
+        attention = [torch.from_numpy(np.asarray(weights[layer], dtype=np.float32))[None]
+                     for layer in range(weights.shape[0])]
         for name, fn in (("head_view", head_view), ("model_view", model_view)):
             try:
                 got = fn(attention, list(v.labels), html_action="return")

@@ -4,14 +4,17 @@
 prints, for every layer and head, the position each word attends to most (special tokens included: they
 often win), and, when the sentence has a gold tree (a treebank or the built-in grammar; raw text that
 matches a grammar seed sentence counts too), marks with ``*`` the words whose most-attended *word* is
-their gold head, with a per-head count. It writes ``inspect.txt``, a tidy ``inspect`` table, an offline
-HTML view and a PNG grid of the word-level maps per sentence.
+their gold head, with a per-head count. ``inspect.measures=[norm,alti]`` shows context-mixing measures
+(:mod:`probing.mixing`, computed in the sentence's one forward pass) next to the weights: tagged console lines
+per measure, a section per measure on the page, a PNG grid per measure (per-layer measures: a panel a layer).
+It writes ``inspect.txt``, a tidy ``inspect`` table (a ``measure`` column), an offline HTML view and the PNGs.
 """
 
 from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -19,7 +22,16 @@ import numpy as np
 import pandas as pd
 
 from probing.analysis.choices import choices_table, format_choices, head_choices, position_labels, top_heads
-from probing.config import DataConfig, DataKind, ExtractConfig, InspectConfig, ModelConfig, RunConfig
+from probing.config import (
+    DataConfig,
+    DataKind,
+    ExtractConfig,
+    InspectConfig,
+    Measure,
+    ModelConfig,
+    RunConfig,
+    enum_value,
+)
 from probing.corpus import Sentence, load_corpus, read_conllu, seed_sentences
 from probing.encoder import load_encoder
 from probing.errors import ProbingError
@@ -91,14 +103,35 @@ def sentences_to_inspect(data: DataConfig, inspect: InspectConfig, text: Optiona
                        "or data=ud_ewt data.index=N")
 
 
+def measures_shown(inspect: InspectConfig) -> list[Measure]:
+    """The weights first, then ``inspect.measures`` in order, each once."""
+    return list(dict.fromkeys([Measure.attention] + [Measure(m) for m in inspect.measures]))
+
+
+def _measure_lines(sentence: Sentence, labels: Sequence[str], prefix: int, mv: views.MeasureView) -> list[str]:
+    """The console lines of one measure: ``attention`` untagged (as before measures), others tagged with it."""
+    ch, n = mv.choices, len(sentence)
+    tag = "" if mv.measure == "attention" else f"{mv.measure} "
+    lines = [] if not tag else [f"  measure {mv.measure}: {mv.note}"]
+    lines += format_choices(sentence.words, labels, prefix, ch, tag=tag, per_layer=mv.per_layer)
+    best = top_heads(ch, 5)
+    if best:
+        what = "layers" if mv.per_layer else "heads"
+        lines.append(f"  {tag}{what} choosing the gold head most often: "
+                     + ", ".join((f"L{la}" if mv.per_layer else f"L{la}H{h}") + f" {c}/{n - 1}" for la, h, c in best))
+    return lines
+
+
 def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, inspect: InspectConfig,
         text: Optional[str], out: RunOutput) -> TaskResult:
-    """Print every head's choices for the configured sentence(s); write text, table, HTML and PNG."""
+    """Print every head's choices for the configured sentence(s) under each measure; write text, table, HTML
+    and PNG."""
     out_dir = out.dir
     found = sentences_to_inspect(data, inspect, text)
+    measures = measures_shown(inspect)
     encoder = load_encoder(model)
     pooling = extract.pooling
-    maps_list = extract_in_memory(encoder, [s.words for s, _ in found], pooling)
+    maps_list = extract_in_memory(encoder, [s.words for s, _ in found], pooling, measures)
     text_lines: list[str] = []
     tables, items, pngs = [], [], []
     for k, ((sentence, source), got) in enumerate(zip(found, maps_list)):
@@ -108,26 +141,33 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, inspect: I
             continue
         maps, prefix = got
         labels, _ = position_labels(encoder, sentence.words)
-        ch = head_choices(maps, prefix, len(sentence), sentence.heads)
-        header = [f"sentence {k}: {' '.join(sentence.words)}",
-                  f"  source: {source}; model {model.name}, {ch.word.shape[0]} layers x {ch.word.shape[1]} heads,"
-                  f" pooling {pooling}",
-                  "  each word -> the position it attends to most"
-                  + ("; * = the most-attended word is the gold head (root excluded)" if ch.gold is not None
-                     else "; no gold tree for this sentence")]
-        best = top_heads(ch, 5)
-        lines = header + format_choices(sentence.words, labels, prefix, ch)
-        if best:
-            lines.append("  heads choosing the gold head most often: "
-                         + ", ".join(f"L{la}H{h} {c}/{len(sentence) - 1}" for la, h, c in best))
-        text_lines.extend(lines + [""])
-        tables.append(choices_table(k, sentence, labels, prefix, ch))
-        png = None
-        if inspect.png:
-            png = views.png_grid(maps, prefix, sentence.words, ch, out_dir / f"inspect_{k}.png",
-                                 f"{model.name}: {' '.join(sentence.words)}")
-            pngs.append(png)
-        items.append(views.SentenceView(k, sentence, source, labels, prefix, maps, ch, png))
+        shown = []
+        for measure in measures:
+            name = str(enum_value(measure))
+            ch = head_choices(maps[measure], prefix, len(sentence), sentence.heads)
+            per_layer = not measure.per_head
+            mv = views.MeasureView(name, maps[measure], ch, per_layer, None)
+            if inspect.png:
+                stem = f"inspect_{k}" if measure is Measure.attention else f"inspect_{k}_{name}"
+                mv = replace(mv, png=views.png_grid(mv, prefix, sentence.words, out_dir / f"{stem}.png",
+                                                    f"{model.name}: {' '.join(sentence.words)}"))
+                pngs.append(mv.png)
+            shown.append(mv)
+            table = choices_table(k, sentence, labels, prefix, ch)
+            table.insert(0, "measure", name)
+            tables.append(table)
+        weights = shown[0].choices
+        text_lines += [f"sentence {k}: {' '.join(sentence.words)}",
+                       f"  source: {source}; model {model.name}, {weights.word.shape[0]} layers x"
+                       f" {weights.word.shape[1]} heads, pooling {pooling}"
+                       + (f"; measures {', '.join(mv.measure for mv in shown)}" if len(shown) > 1 else ""),
+                       "  each word -> the position it attends to most"
+                       + ("; * = the most-attended word is the gold head (root excluded)" if weights.gold is not None
+                          else "; no gold tree for this sentence")]
+        for mv in shown:
+            text_lines += _measure_lines(sentence, labels, prefix, mv)
+        text_lines.append("")
+        items.append(views.SentenceView(k, sentence, source, labels, prefix, tuple(shown)))
     text = "\n".join(text_lines)
     print(text, flush=True)
     atomic_write_text(out_dir / "inspect.txt", text + "\n")
@@ -137,14 +177,19 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, inspect: I
     html_path = views.write_html(items, out_dir / "inspect.html", model.name)
     bertviz = views.write_bertviz(items, out_dir) if inspect.bertviz else []
     log.info("inspector: %s%s", html_path, "".join(f", {p}" for p in pngs))
-    gold = [it for it in items if it.choices.gold is not None]
-    metrics: dict[str, Any] = {"sentences": len(items), "with_gold_tree": len(gold), "html": str(html_path),
-                               "png": [str(p) for p in pngs], "bertviz": [str(p) for p in bertviz]}
+    metrics: dict[str, Any] = {"sentences": len(items), "html": str(html_path), "png": [str(p) for p in pngs],
+                               "bertviz": [str(p) for p in bertviz], "measures": [mv.measure for mv in items[0].measures]}
+    gold = [it for it in items if it.weights.choices.gold is not None]
+    metrics["with_gold_tree"] = len(gold)
     if gold:
-        hits = sum(it.choices.gold.sum(-1) for it in gold)  # (L, H) over all gold sentences
         scored = sum(len(it.sentence) - 1 for it in gold)
-        layer, head = np.unravel_index(int(np.argmax(hits)), hits.shape)
-        metrics.update(best_head=f"L{layer}H{head}", best_head_gold=int(hits[layer, head]), gold_scored=scored)
+        for i, name in enumerate(metrics["measures"]):
+            hits = sum(it.measures[i].choices.gold.sum(-1) for it in gold)  # (L, H) over all gold sentences
+            layer, head = np.unravel_index(int(np.argmax(hits)), hits.shape)
+            best = f"L{layer}" if items[0].measures[i].per_layer else f"L{layer}H{head}"
+            suffix = "" if name == "attention" else f"_{name}"
+            metrics.update({f"best_head{suffix}": best, f"best_head_gold{suffix}": int(hits[layer, head])})
+        metrics["gold_scored"] = scored
     return out.result(metrics)
 
 

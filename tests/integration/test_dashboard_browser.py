@@ -131,8 +131,9 @@ def test_inspector_page_in_headless_chromium(tmp_path):
 
     cfg = OmegaConf.structured(RunConfig)
     cfg.inspect.bertviz = False
+    cfg.inspect.measures = ["attention", "norm", "alti"]  # a section each: every view renders
     out = run(cfg.model, cfg.data, cfg.extract, cfg.inspect, "The cat sat on the mat.",
               RunOutput(tmp_path / "inspect", NoTracker())).metrics
     dom, console, _ = load(Path(out["html"]), tmp_path / "inspect.png")
     assert console == [], console
-    assert dom.count('class="plotly-graph-div js-plotly-plot"') == 1 and dom.count("<td class=\"l gold\"") > 0
+    assert dom.count('class="plotly-graph-div js-plotly-plot"') == 3 and dom.count("<td class=\"l gold\"") > 0

@@ -92,3 +92,44 @@ def test_inspect_text_shorthand_and_treebank_index(minilm, tmp_path, capsys, mon
     assert metrics["with_gold_tree"] == 1 and "ud_ewt dev #3" in printed
     assert len(re.findall(r"^L\d+ +H\d+ +gold", printed, flags=re.M)) == 72
     assert np.isfinite(metrics["best_head_gold"])
+
+
+def test_inspect_measures_next_to_the_weights(minilm, tmp_path, capsys, monkeypatch):
+    """``inspect.measures=[attention,norm,alti]`` on both seed sentences: tagged console lines per measure
+    (a line a layer for ALTI), a PNG per measure, a page section naming each, norm maps unlike the weights."""
+    from probing.tasks.run import run
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    f = tmp_path / "seeds.txt"
+    f.write_text("\n".join(SEEDS) + "\n")
+    cfg = compose(["task=inspect", f"inspect.file={f}", "inspect.bertviz=false",
+                   "inspect.measures=[attention,norm,alti]"])
+    out = tmp_path / "run"
+    metrics = run(cfg, out).metrics
+    printed = capsys.readouterr().out
+    assert metrics["measures"] == ["attention", "norm", "alti"]
+    assert len(re.findall(r"^L\d+ +H\d+ +gold", printed, flags=re.M)) == 2 * 72  # the weights, as before
+    assert len(re.findall(r"^norm L\d+ +H\d+ +gold", printed, flags=re.M)) == 2 * 72
+    assert len(re.findall(r"^alti L\d+ +all +gold", printed, flags=re.M)) == 2 * 6
+    assert metrics["best_head_norm"].startswith("L") and re.fullmatch(r"L\d", metrics["best_head_alti"])
+
+    table = pd.read_csv(out / "inspect.csv")
+    n_words = {0: 7, 1: 11}
+    for k, n in n_words.items():
+        sub = table[table.sentence == k]
+        assert sub.groupby("measure").size().to_dict() == {"attention": 72 * n, "norm": 72 * n, "alti": 6 * n}
+        att = sub[sub.measure == "attention"].set_index(["layer", "head", "query"])
+        norm = sub[sub.measure == "norm"].set_index(["layer", "head", "query"]).loc[att.index]
+        # the norm panel is not the weights panel: its values are α·||f||, and some argmax choices move
+        assert not np.allclose(att.choice_weight, norm.choice_weight)
+        assert (att.choice_position != norm.choice_position).any()
+        assert (sub[sub.measure == "alti"]["head"] == 0).all()
+        pngs = {m: out / (f"inspect_{k}.png" if m == "attention" else f"inspect_{k}_{m}.png")
+                for m in ("attention", "norm", "alti")}
+        for png in pngs.values():
+            assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert pngs["norm"].read_bytes() != pngs["attention"].read_bytes()
+    html = (out / "inspect.html").read_text()
+    assert html.count("Plotly.newPlot") == 2 * 3
+    for m in ("attention", "norm", "alti"):
+        assert html.count(f"data-measure='{m}'") == 2 and f"<h3>Measure: {m}</h3>" in html

@@ -111,3 +111,37 @@ def test_a_conllu_file_brings_its_gold_trees(tmp_path):
     got = sentences_to_inspect(cfg.data, cfg.inspect, cfg.text)
     assert [s.words for s, _ in got] == [("Dogs", "bark"), ("Cats", "sleep")]
     assert [s.heads for s, _ in got] == [(1, -1), (1, -1)] and "two.conllu" in got[0][1]
+
+
+def test_measures_are_tagged_and_per_layer_maps_are_labelled_by_layer():
+    words, labels = ("a", "b", "c"), ["[CLS]", "a", "b", "c", "[SEP]"]
+    ch = head_choices(hand_maps()[:, :1], 1, 3, (1, -1, 1))
+    [line] = format_choices(words, labels, 1, ch, tag="alti ", per_layer=True)
+    assert line.startswith("alti L0  all ") and line.endswith("gold 2/2 | a->b*  b->[SEP](c)  c->b*")
+
+
+def test_inspector_views_show_every_measure(tmp_path):
+    """A per-head and a per-layer measure beside the weights: a PNG each (a panel a layer for the per-layer
+    one), and one page section per measure, each named."""
+    from probing.corpus import Sentence
+    from probing.report import inspector as views
+
+    s = Sentence("s", ("a", "b", "c"), (1, -1, 1), ("det", "root", "obj"))
+    labels = ["[CLS]", "a", "b", "c", "[SEP]"]
+    maps = hand_maps()
+    norm = maps * np.array([1.0, 3.0, 0.5, 2.0, 0.1], dtype=np.float32)  # value norms per key: unbounded rows
+    layer = maps[:, :1]
+    shown = []
+    for name, m, per_layer in (("attention", maps, False), ("norm", norm, False), ("alti", layer, True)):
+        mv = views.MeasureView(name, m, head_choices(m, 1, 3, s.heads), per_layer, None)
+        png = views.png_grid(mv, 1, s.words, tmp_path / f"{name}.png", "t")
+        assert png.read_bytes()[:4] == b"\x89PNG"
+        shown.append(views.MeasureView(name, m, mv.choices, per_layer, png))
+    assert shown[0].vmax == 1.0 and shown[1].vmax == pytest.approx(float(norm.max()))
+    view = views.SentenceView(0, s, "test", labels, 1, tuple(shown))
+    assert view.weights.measure == "attention"
+    html = views.write_html([view], tmp_path / "i.html", "m").read_text()
+    for name in ("attention", "norm", "alti"):
+        assert f"data-measure='{name}'" in html and f"<h3>Measure: {name}</h3>" in html
+        assert f"href='#s0-{name}'" in html
+    assert html.count("Plotly.newPlot") == 3 and "<td class='l'>L0</td>" in html  # the per-layer row label
