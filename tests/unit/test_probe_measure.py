@@ -60,3 +60,18 @@ def test_a_per_layer_measure_has_one_head_per_layer(tiny_model_dir, tmp_path):
     with pytest.raises(ProbingError, match=r"probe.measure=alti has one map per layer: probe.head must be unset "
                                            r"or 0, not 2$"):
         _run(tiny_model_dir, tmp_path, "bad", measure=Measure.alti, head=2)
+
+
+def test_config_key_has_the_measure_read_not_the_other_stores_built():
+    from probing.config import RunConfig
+
+    c = OmegaConf.structured(RunConfig)
+
+    def key():
+        return probe_task.config_key(c.model, c.data, c.extract, c.probe)
+
+    base = key()
+    c.extract.measures = [Measure.attention, Measure.norm]  # another store beside it: the same numbers
+    assert key() == base
+    c.probe.measure = Measure.norm
+    assert key() != base
