@@ -264,7 +264,7 @@ class ProbeConfig:
     max_train_arcs: Optional[int] = None
     C: float = 1.0  # inverse L2 strength (scikit-learn's convention, also for the arc probe)
     max_iter: int = 1000
-    tol: float = 1e-4  # arc probe: L-BFGS gradient tolerance (max projected gradient)
+    tol: float = 1e-4  # arc probe: Newton stops when the largest gradient component is this small
     class_weight: Optional[ClassWeight] = None
     control: bool = True
     exclude_punct: bool = True  # punctuation dependents are neither trained on nor scored
