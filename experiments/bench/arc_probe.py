@@ -13,11 +13,14 @@ and peak RSS.
 
 Measured (2 cores, 2026-12-01, the machine shared with other jobs unless said):
 - all of EWT train (180,981 dependents, 4.51M candidates): store_newton 45.0 s wall for the whole
-  `probing task=probe probe=arc data=ud_ewt` command on a quiet machine (fit: 6 warm-start + 4 full Newton
-  iterations), 0.81 GB peak RSS, dev UAS 0.5859, control 0.4218. The same command before (L-BFGS on the
+  `probing task=probe probe=arc data=ud_ewt` command on a quiet machine (42.6 s in a second run; fit: 6
+  warm-start + 4 full Newton iterations), 0.81 GB peak RSS, dev UAS 0.5859, control 0.4218. The same command before (L-BFGS on the
   in-memory matrix, commit 96eeb15, measured by the session that wrote it, quiet machine): 7 min 43 s,
   3.87 GB, UAS 0.5858, control 0.4223 (198 + 347 L-BFGS iterations).
-- see the closing note of issue 12 for the --limit side-by-side figures of this script.
+- this script, --limit 40000 (1.0M candidates; shared machine, so read the ratios): memory_lbfgs fit 208.8 s,
+  144 + 229 iterations, 1.66 GB, dev UAS 0.5839 (control 0.4190); store_newton fit 116.4 s, 5 + 6 iterations,
+  0.76 GB, dev UAS 0.5841 (control 0.4197): 1.8x faster, 2.2x less memory (the warm start engages only from
+  2.4M candidates, so most of the full-data gain is not visible at this size).
 
 Build the stores first:  HF_HUB_OFFLINE=1 probing task=extract data=ud_ewt data.split=train  (and dev)
 Run:                     python experiments/bench/arc_probe.py [--limit 40000] [--methods memory_lbfgs,store_newton]
