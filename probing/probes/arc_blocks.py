@@ -25,7 +25,7 @@ from threadpoolctl import threadpool_limits
 
 from probing.config import FeatureSet
 from probing.probes import arc_kernels
-from probing.probes.features import HeadSelection, feature_directions
+from probing.probes.features import HeadSelection, feature_directions, feature_offsets
 from probing.store import AttentionStore
 
 BLOCK_ROWS = 1 << 16  # candidate rows per block: 64k x 144 float32 features = 38 MB, cache-friendly GEMMs
@@ -137,24 +137,23 @@ class StoreArcData:
         self.store, self.sent, self.pos = store, sent, pos
         self.sel, self.feature_set, self.neighbour_offsets = sel, feature_set, list(neighbour_offsets)
         self.dirs = feature_directions(feature_set)
-        self.offs = np.array([0, *[int(x) for x in neighbour_offsets if int(x) != 0]], dtype=np.int64)
+        self.offs = np.array(feature_offsets(neighbour_offsets), dtype=np.int64)
         self.planes = (sel.layers * store.num_heads + sel.heads).astype(np.int64)
         self.sizes = store.n_words[sent].astype(np.int64) - 1
         self.n_dependents = len(sent)
         self.n_features = len(self.offs) * len(self.dirs) * len(sel)
         self.n_root_features = len(self.dirs) * len(sel)
         self.block_rows = block_rows
-        # the plan of a pass: per shard, its dependents (store order) cut into blocks
+        # per shard, its dependents in store order, cut two ways: blocks of about block_rows candidate rows
+        # (feature rows: Hessian samples, predictions) and groups of whole sentences of about CELL_ROWS cells
+        # (the compiled loss and gradient pass)
         order = np.lexsort((pos, store.offset[sent], store.shard[sent]))
-        shard = store.shard[sent[order]]
-        self._plan: list[tuple[int, list[np.ndarray]]] = []
-        for run in np.split(order, np.flatnonzero(np.diff(shard)) + 1) if len(order) else []:
-            cuts = [run[lo:hi] for lo, hi in _split(self.sizes[run], block_rows)]
-            self._plan.append((int(store.shard[sent[run[0]]]), cuts))
-        # the plan of a compiled pass: per shard, groups of whole sentences of about CELL_ROWS cells
-        self._cell_plan: list[tuple[int, list[np.ndarray]]] = []
+        self._blocks: list[tuple[int, list[np.ndarray]]] = []
+        self._groups: list[tuple[int, list[np.ndarray]]] = []
         self._max_cells = 1
-        for run in np.split(order, np.flatnonzero(np.diff(shard)) + 1) if len(order) else []:
+        for run in np.split(order, np.flatnonzero(np.diff(store.shard[sent[order]])) + 1) if len(order) else []:
+            sh = int(store.shard[sent[run[0]]])
+            self._blocks.append((sh, [run[lo:hi] for lo, hi in _split(self.sizes[run], block_rows)]))
             first = np.flatnonzero(np.r_[True, sent[run][1:] != sent[run][:-1]])  # each sentence's first
             bounds = np.r_[first, len(run)]
             cells = store.m[sent[run[first]]].astype(np.int64) ** 2
@@ -162,7 +161,7 @@ class StoreArcData:
             for lo, hi in _split(cells, CELL_ROWS):
                 groups.append(run[bounds[lo]:bounds[hi]])
                 self._max_cells = max(self._max_cells, int(cells[lo:hi].sum()))
-            self._cell_plan.append((int(store.shard[sent[run[0]]]), groups))
+            self._groups.append((sh, groups))
 
     def subset(self, rows: np.ndarray) -> "StoreArcData":
         """The same features for the dependents ``rows`` only (ascending indices into this data's order)."""
@@ -178,13 +177,15 @@ class StoreArcData:
         return (st.offset[s], st.m[s].astype(np.int64), st.n_words[s].astype(np.int64),
                 st.prefix[s].astype(np.int64), first, np.r_[first[1:], len(rows)].astype(np.int64))
 
-    def _shards(self, stride: int = 1, phase: int = 0) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
-        """Each shard's data (flat, float16 as uint16) with its blocks ``b % stride == phase``; the shard is
-        unmapped after use, so its pages leave the resident set before the next shard's come in."""
+    def _shards(self, plan: list[tuple[int, list[np.ndarray]]], stride: int = 1, phase: int = 0
+                ) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
+        """Each shard's data (flat, float16 as uint16) with its parts of ``plan`` numbered ``b % stride ==
+        phase`` (counted over the whole plan); the shard is unmapped after use, so its pages leave the
+        resident set before the next shard's come in."""
         b = 0
-        for sh, cuts in self._plan:
-            mine = [rows for k, rows in enumerate(cuts, start=b) if k % stride == phase]
-            b += len(cuts)
+        for sh, parts in plan:
+            mine = [rows for k, rows in enumerate(parts, start=b) if k % stride == phase]
+            b += len(parts)
             if not mine:
                 continue
             mm = self.store._shard(sh)  # checks the shard's checksum on its first read
@@ -195,7 +196,7 @@ class StoreArcData:
     def blocks(self, stride: int = 1, phase: int = 0) -> Iterator[ArcBlock]:
         xbuf = np.empty((max(self.block_rows, int(self.sizes.max(initial=0))), self.n_features), np.float32)
         fwd, bwd = "fwd" in self.dirs, "bwd" in self.dirs
-        for flat, cuts in self._shards(stride, phase):
+        for flat, cuts in self._shards(self._blocks, stride, phase):
             for rows in cuts:
                 sizes = self.sizes[rows]
                 starts = np.cumsum(sizes) - sizes
@@ -230,7 +231,7 @@ class StoreArcData:
         fwd, bwd = "fwd" in self.dirs, "bwd" in self.dirs
         cbuf = np.empty((self._max_cells, k), np.float32)
         gbuf = np.empty((self._max_cells, w.shape[1]), np.float32)
-        for flat, groups in self._cell_groups():
+        for flat, groups in self._shards(self._groups):
             for rows in groups:
                 off, m, n, p, lo, hi = self._runs(rows)
                 cstart = np.cumsum(m * m) - m * m
@@ -251,10 +252,3 @@ class StoreArcData:
                 gw += C.T @ G
                 grad_r[:, :-1] += (R.T @ coef_r.astype(np.float32)).T
                 grad_r[:, -1] += coef_r.sum(axis=0)
-
-    def _cell_groups(self) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
-        for sh, rows in self._cell_plan:
-            mm = self.store._shard(sh)
-            yield (mm.view(np.uint16) if mm.dtype == np.float16 else mm), rows
-            del mm
-            self.store.close()

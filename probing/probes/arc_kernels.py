@@ -1,7 +1,7 @@
 """Compiled kernels of the arc probe, reading the attention store's shards directly (numba, ``cache=True``).
 
-Both kernels work sentence by sentence: a sentence's maps (the selected heads) are first transposed to
-``(query, key, head)`` in float32, so a candidate's features are a few contiguous runs of one cell's heads.
+The kernels work sentence by sentence: a sentence's maps (the selected heads) are first laid out as
+``(cell, head)`` rows in float32, so a candidate's features are a few contiguous runs of one cell's heads.
 A float16 store is read as its bit patterns through a 65,536-entry table (exact, and faster than numpy's
 conversion). Sentences come as parallel arrays: element offset ``off`` in the shard, positions ``m``, words
 ``n``, special positions before the words ``p``, and their dependents ``dep_lo[s]..dep_hi[s]-1`` (word ``i[d]``).
@@ -39,30 +39,32 @@ def _value_overload(flat, lut, at):
 
 
 @njit(inline="always", cache=True)
-def _transposed(flat, lut, base, mm, planes):  # pragma: no cover - compiled
-    """One sentence's maps of the selected heads as ``(query, key, head)`` float32."""
+def _load_cells(flat, lut, start, mm, planes, C, base):  # pragma: no cover - compiled
+    """One sentence's maps of the selected heads into rows ``base ..`` of ``C``: cell ``(q, c)`` at row
+    ``base + q * mm + c``, one float32 column per head (16-cell tiles: contiguous reads per head, rows that
+    stay in L1)."""
     k_count = len(planes)
-    t = np.empty((mm, mm, k_count), np.float32)
-    for k in range(k_count):
-        start = base + planes[k] * mm * mm
-        for q in range(mm):
-            for c in range(mm):
-                t[q, c, k] = _value(flat, lut, start + q * mm + c)
-    return t
+    for c0 in range(0, mm * mm, 16):
+        c1 = min(c0 + 16, mm * mm)
+        for k in range(k_count):
+            at = start + planes[k] * mm * mm
+            for cell in range(c0, c1):
+                C[base + cell, k] = _value(flat, lut, at + cell)
 
 
 @njit(inline="always", cache=True)
-def _root_row(t, pp, nn, ii, fwd, bwd, xr):  # pragma: no cover - compiled
-    """ROOT features of word ``ii`` into ``xr``."""
-    mm, k_count = t.shape[0], t.shape[2]
+def _root_row(C, base, mm, pp, nn, ii, fwd, bwd, xr):  # pragma: no cover - compiled
+    """ROOT features of word ``ii`` into ``xr``: its total attention to the special positions (fwd) and their
+    mean attention to it (bwd), summed in position order in float32 as ``root_features`` does."""
+    k_count = C.shape[1]
     for k in range(k_count):
         acc_f = np.float32(0.0)
         acc_b = np.float32(0.0)
         for c in range(mm):
             if pp <= c < pp + nn:
                 continue
-            acc_f += t[pp + ii, c, k]
-            acc_b += t[c, pp + ii, k]
+            acc_f += C[base + (pp + ii) * mm + c, k]
+            acc_b += C[base + c * mm + pp + ii, k]
         if fwd:
             xr[k] = acc_f
         if bwd:
@@ -70,27 +72,28 @@ def _root_row(t, pp, nn, ii, fwd, bwd, xr):  # pragma: no cover - compiled
 
 
 @njit(inline="always", cache=True)
-def _word_row(t, pp, nn, ii, j, offs, fwd, bwd, x):  # pragma: no cover - compiled
-    """Features of candidate head ``j`` of dependent ``ii`` into ``x``."""
-    k_count = t.shape[2]
+def _cell_into(C, row, inside, x, col):  # pragma: no cover - compiled
+    """Cell row ``row``'s heads into ``x[col:col + K]`` (zeros when the cell lies outside the words)."""
+    k_count = C.shape[1]
+    if inside:
+        for k in range(k_count):
+            x[col + k] = C[row, k]
+    else:
+        x[col:col + k_count] = 0.0
+
+
+@njit(inline="always", cache=True)
+def _word_row(C, mm, pp, nn, ii, j, offs, fwd, bwd, x):  # pragma: no cover - compiled
+    """Features of candidate head ``j`` of dependent ``ii`` into ``x`` (one sentence's cells at row 0 of C)."""
+    k_count = C.shape[1]
     col = 0
     for oi in range(len(offs)):
         o = offs[oi]
-        if fwd:
-            jj = j + o
-            if 0 <= jj < nn:
-                for k in range(k_count):
-                    x[col + k] = t[pp + ii, pp + jj, k]
-            else:
-                x[col:col + k_count] = 0.0
+        if fwd:  # A[i, j+o]
+            _cell_into(C, (pp + ii) * mm + pp + j + o, 0 <= j + o < nn, x, col)
             col += k_count
-        if bwd:
-            i2 = ii + o
-            if 0 <= i2 < nn:
-                for k in range(k_count):
-                    x[col + k] = t[pp + j, pp + i2, k]
-            else:
-                x[col:col + k_count] = 0.0
+        if bwd:  # A[j, i+o]
+            _cell_into(C, (pp + j) * mm + pp + ii + o, 0 <= ii + o < nn, x, col)
             col += k_count
 
 
@@ -100,42 +103,24 @@ def fill(flat, lut, off, m, n, p, dep_lo, dep_hi, i, start, planes, offs, fwd, b
     rows ``R[d]``."""
     for s in prange(len(off)):
         mm, nn, pp = m[s], n[s], p[s]
-        t = _transposed(flat, lut, off[s], mm, planes)
+        t = np.empty((mm * mm, len(planes)), np.float32)
+        _load_cells(flat, lut, off[s], mm, planes, t, 0)
         for d in range(dep_lo[s], dep_hi[s]):
             ii = i[d]
             for j in range(nn):
                 if j != ii:
-                    _word_row(t, pp, nn, ii, j, offs, fwd, bwd, X[start[d] + j - (1 if j > ii else 0)])
-            _root_row(t, pp, nn, ii, fwd, bwd, R[d])
+                    _word_row(t, mm, pp, nn, ii, j, offs, fwd, bwd, X[start[d] + j - (1 if j > ii else 0)])
+            _root_row(t, 0, mm, pp, nn, ii, fwd, bwd, R[d])
 
 
 @njit(parallel=True, cache=True)
 def cells(flat, lut, off, m, n, p, dep_lo, dep_hi, i, planes, fwd, bwd, cstart, C, R):  # pragma: no cover
     """Every cell of each sentence as a row of ``C`` (cell ``(q, c)`` of sentence s at row
     ``cstart[s] + q * m[s] + c``, one column per selected head, float32) and each dependent's ROOT row ``R[d]``."""
-    k_count = len(planes)
     for s in prange(len(off)):
-        mm, nn, pp, base = m[s], n[s], p[s], cstart[s]
-        for c0 in range(0, mm * mm, 16):  # 16-cell tiles: contiguous reads per head, rows that stay in L1
-            c1 = min(c0 + 16, mm * mm)
-            for k in range(k_count):
-                start = off[s] + planes[k] * mm * mm
-                for cell in range(c0, c1):
-                    C[base + cell, k] = _value(flat, lut, start + cell)
+        _load_cells(flat, lut, off[s], m[s], planes, C, cstart[s])
         for d in range(dep_lo[s], dep_hi[s]):
-            ii = i[d]
-            for k in range(k_count):  # as _root_row, on the cell rows
-                acc_f = np.float32(0.0)
-                acc_b = np.float32(0.0)
-                for c in range(mm):
-                    if pp <= c < pp + nn:
-                        continue
-                    acc_f += C[base + (pp + ii) * mm + c, k]
-                    acc_b += C[base + c * mm + pp + ii, k]
-                if fwd:
-                    R[d, k] = acc_f
-                if bwd:
-                    R[d, int(fwd) * k_count + k] = acc_b / np.float32(max(mm - nn, 1))
+            _root_row(C, cstart[s], m[s], p[s], n[s], i[d], fwd, bwd, R[d])
 
 
 @njit(parallel=True, cache=True)

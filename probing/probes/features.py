@@ -92,14 +92,15 @@ def gather(store: AttentionStore, sent: np.ndarray, qpos: np.ndarray, kpos: np.n
     return out
 
 
-def _offsets(neighbour_offsets: Sequence[int]) -> tuple[int, ...]:
+def feature_offsets(neighbour_offsets: Sequence[int]) -> tuple[int, ...]:
+    """The offsets of the features: 0 (the pair itself) first, then the neighbour offsets other than 0."""
     return (0, *[int(x) for x in neighbour_offsets if int(x) != 0])
 
 
 def pair_feature_names(sel: HeadSelection, feature_set: FeatureSet, neighbour_offsets: Sequence[int]
                        ) -> list[str]:
     """Column names of :func:`pair_features`: ``L3H5:fwd``, ``L3H5:bwd-1``, ... (offset, direction, head)."""
-    return [f"{lab}:{d}{'' if o == 0 else f'{o:+d}'}" for o in _offsets(neighbour_offsets)
+    return [f"{lab}:{d}{'' if o == 0 else f'{o:+d}'}" for o in feature_offsets(neighbour_offsets)
             for d in feature_directions(feature_set) for lab in sel.labels]
 
 
@@ -121,7 +122,7 @@ def pair_features(store: AttentionStore, sent: np.ndarray, query: np.ndarray, ke
     sent = np.asarray(sent, dtype=np.int64)
     query, key = np.asarray(query, dtype=np.int64), np.asarray(key, dtype=np.int64)
     p, n = store.prefix[sent].astype(np.int64), store.n_words[sent].astype(np.int64)
-    offs = _offsets(neighbour_offsets)
+    offs = feature_offsets(neighbour_offsets)
     k = len(sel)
     # one preallocated matrix, filled block by block: no concatenation copy of a multi-GB feature matrix
     X = np.empty((len(sent), len(offs) * len(dirs) * k), dtype=np.float32)
