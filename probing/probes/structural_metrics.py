@@ -1,0 +1,176 @@
+"""Metrics of the structural probes (Hewitt and Manning 2019), with the conventions of their code
+(john-hewitt/structural-probes, ``reporter.py``):
+
+- **UUAS**: the minimum spanning tree of the predicted distances over the non-punctuation words, scored by
+  the share of gold edges (undirected) it contains, pooled over all sentences. The gold edges are the gold
+  arcs between two non-punctuation words (Hewitt and Manning take the spanning tree of the gold distances
+  over the same words, which is the same set whenever punctuation words are leaves).
+- **DSpr**: for every word, the Spearman correlation of its row of predicted distances with its row of gold
+  distances (all words of the sentence, itself included, as in their code); averaged over the words of all
+  sentences of one length, then over the lengths 5 to 50 that occur.
+- **root accuracy**: the share of sentences whose least deep non-punctuation word (predicted depth) is the
+  gold root.
+- **NSpr**: per sentence, the Spearman correlation of predicted with gold depths (all words); averaged per
+  sentence length, then over the lengths 5 to 50.
+
+A row whose correlation is undefined (constant predictions) counts as 0 (their code would return NaN).
+Sentences are per-sentence arrays: ``heads`` 0-based with -1 for the root, ``punct`` boolean masks.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import minimum_spanning_tree, shortest_path
+from scipy.stats import rankdata
+
+SPEARMAN_LENGTHS = (5, 50)  # sentence lengths averaged by DSpr and NSpr, inclusive
+
+
+def tree_distances(heads: Sequence[int]) -> np.ndarray:
+    """Path lengths ``(n, n)`` between every two words of the tree ``heads`` (0-based, -1 = root)."""
+    h = np.asarray(heads, dtype=np.int64)
+    n = len(h)
+    if n == 0:
+        return np.zeros((0, 0), dtype=np.int64)
+    if np.count_nonzero(h == -1) != 1 or np.any((h < -1) | (h >= n)) or np.any(h == np.arange(n)):
+        raise ValueError(f"heads {h.tolist()} are not a tree with one root")
+    dep = np.flatnonzero(h >= 0)
+    graph = csr_matrix((np.ones(len(dep)), (dep, h[dep])), shape=(n, n))
+    dist = shortest_path(graph, method="D", directed=False, unweighted=True)
+    if not np.all(np.isfinite(dist)):
+        raise ValueError(f"heads {h.tolist()} are not a tree (some words do not reach the root)")
+    return dist.astype(np.int64)
+
+
+def tree_depths(heads: Sequence[int]) -> np.ndarray:
+    """Depth ``(n,)`` of every word: its path length to the root word (the root has depth 0)."""
+    h = np.asarray(heads, dtype=np.int64)
+    if len(h) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return tree_distances(h)[int(np.flatnonzero(h == -1)[0])]
+
+
+def mst_edges(dist: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+    """Edges ``(m, 2)`` (``a < b``, word indices) of the minimum spanning tree of the symmetric distances
+    ``dist`` over the words where ``keep`` is true (all words for None)."""
+    d = np.asarray(dist, dtype=np.float64)
+    idx = np.arange(d.shape[0]) if keep is None else np.flatnonzero(keep)
+    if len(idx) < 2:
+        return np.zeros((0, 2), dtype=np.int64)
+    sub = d[np.ix_(idx, idx)]
+    # scipy reads a zero as "no edge": shift every weight above zero (all spanning trees have the same
+    # number of edges, so a constant shift does not change which tree is minimal)
+    w = np.triu(sub - sub.min() + 1.0, k=1)
+    tree = minimum_spanning_tree(w).tocoo()
+    a, b = idx[tree.row], idx[tree.col]
+    return np.stack([np.minimum(a, b), np.maximum(a, b)], axis=1).astype(np.int64)
+
+
+def gold_edges(heads: Sequence[int], keep: np.ndarray | None = None) -> np.ndarray:
+    """The gold arcs ``(m, 2)`` (``a < b``) whose two words are both kept."""
+    h = np.asarray(heads, dtype=np.int64)
+    ok = h >= 0
+    if keep is not None:
+        keep = np.asarray(keep, dtype=bool)
+        ok &= keep & keep[np.maximum(h, 0)]
+    dep = np.flatnonzero(ok)
+    return np.stack([np.minimum(dep, h[dep]), np.maximum(dep, h[dep])], axis=1).astype(np.int64)
+
+
+def uuas_counts(pred_dist: np.ndarray, heads: Sequence[int], punct: np.ndarray | None) -> tuple[int, int]:
+    """``(gold edges found by the predicted spanning tree, gold edges)`` of one sentence, punctuation
+    (``punct`` true) left out of both trees."""
+    keep = None if punct is None else ~np.asarray(punct, dtype=bool)
+    n = len(heads)
+    pred = mst_edges(pred_dist, keep)
+    gold = gold_edges(heads, keep)
+    found = np.isin(pred[:, 0] * n + pred[:, 1], gold[:, 0] * n + gold[:, 1])
+    return int(found.sum()), int(len(gold))
+
+
+def uuas(pred_dists: Sequence[np.ndarray], heads: Sequence[Sequence[int]],
+         punct: Sequence[np.ndarray | None]) -> float:
+    """Undirected unlabelled attachment score of the predicted spanning trees, pooled over sentences."""
+    counts = np.array([uuas_counts(p, h, m) for p, h, m in zip(pred_dists, heads, punct)],
+                      dtype=np.int64).reshape(-1, 2)
+    total = int(counts[:, 1].sum())
+    return float(counts[:, 0].sum() / total) if total else float("nan")
+
+
+def spearman_rows(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
+    """Spearman correlation of every row of ``pred`` with the same row of ``gold`` (``(r, n)`` -> ``(r,)``),
+    ties ranked by their mean rank; an undefined correlation (a constant row) is 0."""
+    rp = rankdata(np.asarray(pred, dtype=np.float64), axis=-1)
+    rg = rankdata(np.asarray(gold, dtype=np.float64), axis=-1)
+    rp -= rp.mean(axis=-1, keepdims=True)
+    rg -= rg.mean(axis=-1, keepdims=True)
+    den = np.sqrt((rp ** 2).sum(-1) * (rg ** 2).sum(-1))
+    num = (rp * rg).sum(-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = np.where(den > 0, num / np.where(den > 0, den, 1.0), 0.0)
+    return r
+
+
+def length_averaged(lengths: np.ndarray, values: np.ndarray,
+                    span: tuple[int, int] = SPEARMAN_LENGTHS) -> tuple[float, dict[int, float]]:
+    """Mean of ``values`` per length, then the mean of those over the lengths within ``span``:
+    ``(average, {length: mean})``."""
+    lengths, values = np.asarray(lengths), np.asarray(values, dtype=np.float64)
+    per = {int(k): float(values[lengths == k].mean()) for k in np.unique(lengths)}
+    inside = [v for k, v in per.items() if span[0] <= k <= span[1]]
+    return (float(np.mean(inside)) if inside else float("nan")), per
+
+
+def dspr(pred_dists: Sequence[np.ndarray], gold_dists: Sequence[np.ndarray]) -> tuple[float, dict[int, float]]:
+    """Distance Spearman: per-word row correlations, averaged per sentence length, then over lengths 5-50.
+    Returns ``(dspr, {length: mean correlation})``."""
+    lengths, values = [], []
+    by_len: dict[int, list[int]] = {}
+    for k, g in enumerate(gold_dists):
+        by_len.setdefault(len(g), []).append(k)
+    for n, ks in by_len.items():  # one vectorised call per sentence length
+        if n < 2:
+            continue
+        p = np.concatenate([np.asarray(pred_dists[k], dtype=np.float64).reshape(n, n) for k in ks])
+        g = np.concatenate([np.asarray(gold_dists[k], dtype=np.float64).reshape(n, n) for k in ks])
+        r = spearman_rows(p, g)
+        lengths.append(np.full(len(r), n))
+        values.append(r)
+    if not values:
+        return float("nan"), {}
+    return length_averaged(np.concatenate(lengths), np.concatenate(values))
+
+
+def nspr(pred_depths: Sequence[np.ndarray], gold_depths: Sequence[np.ndarray]) -> tuple[float, dict[int, float]]:
+    """Norm Spearman: per-sentence correlation of predicted with gold depths, averaged per sentence length,
+    then over lengths 5-50. Returns ``(nspr, {length: mean correlation})``."""
+    lengths, values = [], []
+    by_len: dict[int, list[int]] = {}
+    for k, g in enumerate(gold_depths):
+        by_len.setdefault(len(g), []).append(k)
+    for n, ks in by_len.items():
+        if n < 2:
+            continue
+        p = np.stack([np.asarray(pred_depths[k], dtype=np.float64) for k in ks])
+        g = np.stack([np.asarray(gold_depths[k], dtype=np.float64) for k in ks])
+        lengths.append(np.full(len(ks), n))
+        values.append(spearman_rows(p, g))
+    if not values:
+        return float("nan"), {}
+    return length_averaged(np.concatenate(lengths), np.concatenate(values))
+
+
+def root_accuracy(pred_depths: Sequence[np.ndarray], heads: Sequence[Sequence[int]],
+                  punct: Sequence[np.ndarray | None]) -> float:
+    """Share of sentences whose least deep non-punctuation word (predicted) is the gold root (every
+    sentence counts; one made only of punctuation falls back to all its words)."""
+    hits = []
+    for p, h, m in zip(pred_depths, heads, punct):
+        p = np.asarray(p, dtype=np.float64)
+        if m is not None and not np.all(m):
+            p = np.where(np.asarray(m, dtype=bool), np.inf, p)
+        hits.append(int(np.argmin(p)) == int(np.flatnonzero(np.asarray(h) == -1)[0]))
+    return float(np.mean(hits)) if hits else float("nan")
