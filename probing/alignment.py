@@ -1,4 +1,4 @@
-"""Word pieces -> words: pooling of piece-level attention maps (pure tensor code).
+"""Word pieces -> words: pooling of piece-level attention maps and vectors (pure tensor code).
 
 Positions are the model's special tokens plus the words, in order ([CLS] w1 ... wn [SEP]).
 A row of a map is where a *query* position looks; rows sum to 1 before and after pooling.
@@ -42,6 +42,33 @@ def pool_attention(attn: torch.Tensor, piece_position: torch.Tensor, n_positions
     counts = torch.zeros(b, m1, dtype=torch.float32, device=a.device)
     counts.scatter_add_(1, idx, keep.to(torch.float32))
     return out / counts[:, None, None, :n_positions, None].clamp(min=1.0)
+
+
+def pool_vectors(x: torch.Tensor, piece_position: torch.Tensor, n_positions: int, pooling: Pooling
+                 ) -> torch.Tensor:
+    """Piece vectors ``x (B, ..., T, D)`` -> position vectors ``(B, ..., M, D)`` in float32.
+
+    ``mean_sum``: a position's vector is the mean of its pieces' vectors (the side of attention that is
+    averaged, the attending word's); ``first``: its first piece's. Padding (position -1) is dropped, as in
+    :func:`pool_attention`; special tokens keep their own positions.
+    """
+    pooling = Pooling(pooling)
+    b, t = piece_position.shape
+    valid = piece_position >= 0
+    keep = valid
+    if pooling is Pooling.first:
+        prev = torch.nn.functional.pad(piece_position, (1, 0), value=-2)[:, :-1]
+        keep = valid & (piece_position != prev)
+    idx = torch.where(keep, piece_position, torch.full_like(piece_position, n_positions))
+    a = x.to(torch.float32)
+    mid, d = a.shape[1:-2], a.shape[-1]
+    flat = a.reshape(b, -1, t, d)  # (B, K, T, D)
+    out = torch.zeros(b, flat.shape[1], n_positions + 1, d, dtype=torch.float32, device=a.device)
+    out.scatter_add_(2, idx[:, None, :, None].expand_as(flat), flat)
+    counts = torch.zeros(b, n_positions + 1, dtype=torch.float32, device=a.device)
+    counts.scatter_add_(1, idx, keep.to(torch.float32))
+    out = out[:, :, :n_positions] / counts[:, None, :n_positions, None].clamp(min=1.0)
+    return out.reshape(b, *mid, n_positions, d)
 
 
 def piece_positions(word_ids: list, n_tokens: int) -> tuple[list[int], int, int]:

@@ -79,6 +79,25 @@ class Measure(Choice):
         return self not in (Measure.norm, Measure.norm_layer)
 
 
+class Representation(Choice):
+    """Word vectors a store can hold beside the maps (``extract.representations``): ``hidden``, every layer's
+    output with the embedding output as layer 0, ``(L+1, n, D)``; ``heads``, every head's context vector
+    ``z^h_i = Σ_j α^h_ij v^h_j`` (the input of the attention output projection), ``(L, H, n, d)``."""
+
+    hidden = "hidden"
+    heads = "heads"
+
+
+class Features(Choice):
+    """What a relation or edge probe reads of a word pair: ``attention`` (``probe.measure``'s maps between
+    the two words), or ``[x_i; x_j; x_i ⊙ x_j]`` from one layer's ``hidden`` vectors or ``heads`` context
+    vectors (``probe.head``: one head's; unset: all heads of ``probe.layer`` concatenated)."""
+
+    attention = "attention"
+    hidden = "hidden"
+    heads = "heads"
+
+
 class TaskName(Choice):
     extract = "extract"
     heads = "heads"
@@ -167,6 +186,10 @@ class ModelConfig:
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
     dtype: ModelDtype = ModelDtype.float32
     trust_remote_code: bool = False
+    # the same architecture with freshly initialised weights (the random-encoder baseline of Hewitt and Liang
+    # 2019), seeded by ``seed``; part of the model's identity, so its stores never mix with the trained model's
+    random_init: bool = False
+    seed: int = 0
 
 
 @dataclass
@@ -207,12 +230,15 @@ class ExtractConfig:
     pooling: Pooling = Pooling.mean_sum
     # maps computed in the one forward pass, each in its own store (the measure is part of its key)
     measures: List[Measure] = field(default_factory=lambda: [Measure.attention])
+    # word vectors stored too, from the same pass, each in its own store (mean of a word's pieces; ``first``
+    # piece under pooling=first); ``hidden`` computes the last layer's feed-forward block whatever skip_last_ffn
+    representations: List[Representation] = field(default_factory=list)
     batch_size: int = 32
     # tokens per batch cap (pieces x sentences), keeps long-sentence batches bounded in memory
     max_batch_tokens: int = 8192
     max_length: Optional[int] = None  # None: the model's own limit
     store_dtype: StoreDtype = StoreDtype.float16
-    skip_last_ffn: bool = True  # attention never needs the last layer's feed-forward block
+    skip_last_ffn: bool = True  # attention never needs the last layer's feed-forward block (hidden does)
     cache_dir: str = "${oc.env:PROBING_CACHE_DIR,results/cache}"
     shard_mb: int = 64
     progress: bool = True
@@ -251,6 +277,9 @@ class ProbeConfig:
 
     kind: ProbeKind = ProbeKind.relation
     measure: Measure = Measure.attention  # the stores read (built too if extract.measures lacks it)
+    # relation, edge: attention maps, or pair vectors [x_i; x_j; x_i*x_j] of hidden (one layer; probe.layer is
+    # 0..L with 0 the embeddings) or heads (probe.layer's heads, or one with probe.head)
+    features: Features = Features.attention
     layer: Optional[int] = None  # None: all layers
     head: Optional[int] = None  # None: every head of the selected layer(s); a per-layer measure has only head 0
     feature_set: FeatureSet = FeatureSet.both

@@ -86,6 +86,7 @@ class Encoder:
         cfg = model.config
         self.num_layers: int = cfg.num_hidden_layers if hasattr(cfg, "num_hidden_layers") else cfg.n_layers
         self.num_heads: int = cfg.num_attention_heads if hasattr(cfg, "num_attention_heads") else cfg.n_heads
+        self.hidden_size: int = cfg.hidden_size if hasattr(cfg, "hidden_size") else cfg.dim
         limit = getattr(tokenizer, "model_max_length", None)
         pos = getattr(cfg, "max_position_embeddings", None)
         if pos is not None and getattr(cfg, "model_type", "") in ("roberta", "xlm-roberta", "camembert"):
@@ -94,6 +95,7 @@ class Encoder:
         self.pad_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.special_tokens: list[str] = list(tokenizer.all_special_tokens)
         self._ffn_skipped = False
+        self._pooler: Any = None
 
     # ---- loading ----------------------------------------------------------------------------------
     @classmethod
@@ -119,10 +121,13 @@ class Encoder:
                 )
             if not getattr(tokenizer, "is_fast", False):
                 raise ModelLoadError(f"{name_or_path}: a fast tokenizer is needed for word alignment")
-            model = AutoModel.from_pretrained(
-                path, revision=revision, attn_implementation="eager", dtype=_DTYPES[dtype],
-                trust_remote_code=trust_remote_code,
-            )
+            if cfg.random_init:
+                model = _random_model(path, revision, trust_remote_code, _DTYPES[dtype], cfg.seed)
+            else:
+                model = AutoModel.from_pretrained(
+                    path, revision=revision, attn_implementation="eager", dtype=_DTYPES[dtype],
+                    trust_remote_code=trust_remote_code,
+                )
         except ModelLoadError:
             raise
         except Exception as e:  # noqa: BLE001 - hub/IO errors come in many types; the user needs one line
@@ -133,7 +138,7 @@ class Encoder:
         dev = _device(cfg.device)
         model.to(dev)
         model.eval()
-        return cls(model, tokenizer, dev, cfg.name, model_identity(cfg))
+        return cls(model, tokenizer, dev, model_label(cfg), model_identity(cfg))
 
     # ---- tokenisation -----------------------------------------------------------------------------
     def tokenize(self, sentences: Sequence[Sequence[str]]) -> list[Tokenized | str]:
@@ -165,16 +170,34 @@ class Encoder:
         layers = _layers(self.model)
         if layers is None or not hasattr(layers[-1], "feed_forward_chunk"):
             return False
+        if self._ffn_skipped:
+            return True
         layers[-1].feed_forward_chunk = lambda attention_output: attention_output
         if getattr(self.model, "pooler", None) is not None:
-            self.model.pooler = None
+            self._pooler, self.model.pooler = self.model.pooler, None
         self._ffn_skipped = True
         return True
 
-    @torch.inference_mode()
+    def restore_last_ffn(self) -> None:
+        """Undo :meth:`skip_last_ffn` (the last hidden state needs the block)."""
+        if not self._ffn_skipped:
+            return
+        del _layers(self.model)[-1].feed_forward_chunk  # the instance attribute hid the class's method
+        if self._pooler is not None:
+            self.model.pooler, self._pooler = self._pooler, None
+        self._ffn_skipped = False
+
     def attention(self, batch: Sequence[Tokenized]) -> tuple[torch.Tensor, torch.Tensor, int]:
         """Run one batch; returns piece attention ``(B, L, H, T, T)`` (float32), piece positions
         ``(B, T)`` with -1 for padding, and the largest number of positions in the batch."""
+        attn, pos, m, _ = self.forward(batch)
+        return attn, pos, m
+
+    @torch.inference_mode()
+    def forward(self, batch: Sequence[Tokenized], hidden: bool = False
+                ) -> tuple[torch.Tensor, torch.Tensor, int, Optional[torch.Tensor]]:
+        """:meth:`attention`, plus every layer's hidden states ``(B, L+1, T, D)`` (the embedding output
+        first) when ``hidden``, else None."""
         t = max(len(x.input_ids) for x in batch)
         ids = torch.full((len(batch), t), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(batch), t), dtype=torch.long)
@@ -184,12 +207,14 @@ class Encoder:
             ids[b, :n] = torch.tensor(x.input_ids)
             mask[b, :n] = 1
             pos[b, :n] = torch.tensor(x.piece_position)
-        out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), output_attentions=True)
+        out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), output_attentions=True,
+                         output_hidden_states=hidden)
         attn = out.attentions
         if attn is None or any(a is None for a in attn):
             raise RuntimeError("the model returned no attention weights (is attn_implementation eager?)")
         stacked = torch.stack(attn, dim=1)  # (B, L, H, T, T)
-        return stacked, pos.to(stacked.device), max(x.n_positions for x in batch)
+        states = torch.stack(out.hidden_states, dim=1) if hidden else None
+        return stacked, pos.to(stacked.device), max(x.n_positions for x in batch), states
 
 
 def _layers(model: Any) -> Optional[Any]:
@@ -204,14 +229,36 @@ def _layers(model: Any) -> Optional[Any]:
     return None
 
 
+def _random_model(path: str, revision: Optional[str], trust_remote_code: bool, dtype: torch.dtype, seed: int
+                  ) -> Any:
+    """The checkpoint's architecture with freshly initialised weights (the model's own ``init_weights``),
+    from ``seed`` alone: the global torch generator is left as it was."""
+    from transformers import AutoConfig, AutoModel
+
+    config = AutoConfig.from_pretrained(path, revision=revision, trust_remote_code=trust_remote_code)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return AutoModel.from_config(config, attn_implementation="eager", dtype=dtype,
+                                     trust_remote_code=trust_remote_code)
+
+
+def model_label(cfg: ModelConfig) -> str:
+    """``model.name``, with ``-random<seed>`` for a randomly initialised copy (store directories, manifests)."""
+    return f"{cfg.name}-random{cfg.seed}" if cfg.random_init else cfg.name
+
+
 def model_identity(cfg: ModelConfig) -> dict:
-    """What identifies a model's weights without loading them: id, revision, local file fingerprint."""
-    return {
+    """What identifies a model's weights without loading them: id, revision, local file fingerprint, and for
+    ``random_init`` the seed of its fresh weights (left out otherwise, so trained models keep their keys)."""
+    identity = {
         "name_or_path": cfg.name_or_path,
         "revision": cfg.revision,
         "weights": _local_fingerprint(resolve_model_path(cfg.name_or_path)),
         "dtype": str(enum_value(cfg.dtype)),
     }
+    if cfg.random_init:
+        identity["random_init"] = {"seed": cfg.seed}
+    return identity
 
 
 def _local_fingerprint(path: str) -> Optional[str]:

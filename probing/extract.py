@@ -6,6 +6,8 @@ model's device and written in shards. A file lock per store makes parallel jobs 
 Every measure of ``extract.measures`` (:mod:`probing.mixing`) has its own store, keyed like the attention
 store plus the measure's name (the attention store's key is the same as before measures existed, so its
 caches are reused); the measures still missing are computed together, in the forward pass of the weights.
+So are the representations of ``extract.representations`` (word vectors, :class:`~probing.store.VectorStore`),
+each in a store keyed by its name.
 """
 
 from __future__ import annotations
@@ -17,24 +19,27 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import torch
 from filelock import FileLock
 
-from probing.alignment import pool_attention
-from probing.config import ExtractConfig, Measure, ModelConfig, Pooling, enum_value
+from probing.alignment import pool_attention, pool_vectors
+from probing.config import ExtractConfig, Measure, ModelConfig, Pooling, Representation, enum_value
 from probing.corpus import Corpus
-from probing.encoder import Encoder, Tokenized, load_encoder, model_identity
+from probing.encoder import Encoder, Tokenized, load_encoder, model_identity, model_label
 from probing.errors import ProbingError, StoreError
 from probing.mixing import capture, compute, heads_of
 from probing.paths import absolute
 from probing.store import (
     FORMAT_VERSION,
     MANIFEST,
+    ArrayLayout,
+    ArrayStore,
     AttentionStore,
     ShardWriter,
+    VectorStore,
     complete_shards,
     discard_shards,
     write_manifest,
@@ -42,27 +47,37 @@ from probing.store import (
 
 log = logging.getLogger(__name__)
 
+# What a store holds: a measure's maps or a representation's vectors.
+Stored = Union[Measure, Representation]
+
+
+def stored(name: "Stored | str") -> Stored:
+    """A measure or representation from its name (``attention``, ``norm``, ``hidden``, ...)."""
+    return name if isinstance(name, (Measure, Representation)) else (
+        Representation(name) if name in Representation._value2member_map_ else Measure(name))
+
 
 @dataclass
 class ExtractReport:
     """What an extraction did: where the store is (``store``: the first measure's; ``stores``: every measure's),
     whether it was reused, and how fast it ran."""
 
-    store: AttentionStore
+    store: ArrayStore
     reused: bool
     extracted: int = 0
     resumed_from: int = 0
     seconds: float = 0.0
-    stores: dict[Measure, AttentionStore] = field(default_factory=dict)
+    stores: dict[Stored, ArrayStore] = field(default_factory=dict)
 
     @property
     def sentences_per_second(self) -> float:
         return self.extracted / self.seconds if self.seconds > 0 else float("nan")
 
 
-def store_key(identity: dict, corpus: Corpus, cfg: ExtractConfig, measure: Measure) -> tuple[str, dict]:
+def store_key(identity: dict, corpus: Corpus, cfg: ExtractConfig, measure: Stored) -> tuple[str, dict]:
     """Fingerprint of everything that changes the maps: model, revision, data, extraction settings, and the
-    measure (left out for ``attention``, whose key is the one it had before there were measures)."""
+    measure (left out for ``attention``, whose key is the one it had before there were measures) or the
+    representation."""
     inputs = {
         "format": FORMAT_VERSION,
         "model": identity,
@@ -72,33 +87,39 @@ def store_key(identity: dict, corpus: Corpus, cfg: ExtractConfig, measure: Measu
         "max_length": cfg.max_length,
         "store_dtype": enum_value(cfg.store_dtype),
     }
-    if Measure(measure) is not Measure.attention:
+    measure = stored(measure)
+    if isinstance(measure, Representation):
+        inputs["representation"] = enum_value(measure)
+    elif measure is not Measure.attention:
         inputs["measure"] = enum_value(measure)
     key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return key, inputs
 
 
-def store_dir(model_name: str, corpus: Corpus, cfg: ExtractConfig, key: str, measure: Measure) -> Path:
+def store_dir(model_name: str, corpus: Corpus, cfg: ExtractConfig, key: str, measure: Stored) -> Path:
     name = f"{model_name}-{corpus.name}-{corpus.split}"
-    if Measure(measure) is not Measure.attention:
+    if stored(measure) is not Measure.attention:
         name += f"-{enum_value(measure)}"
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
     return Path(absolute(cfg.cache_dir)) / f"{safe}-{key}"
 
 
-def measures_of(cfg: ExtractConfig) -> list[Measure]:
-    """``extract.measures`` in order, each once; an empty list is one :class:`ProbingError` line."""
-    out = list(dict.fromkeys(Measure(m) for m in cfg.measures))
+def measures_of(cfg: ExtractConfig) -> list[Stored]:
+    """``extract.measures`` then ``extract.representations``, in order, each once; nothing at all is one
+    :class:`ProbingError` line."""
+    out: list[Stored] = list(dict.fromkeys(Measure(m) for m in cfg.measures))
+    out += dict.fromkeys(Representation(r) for r in cfg.representations)
     if not out:
-        raise ProbingError("extract.measures is empty: name at least one (e.g. extract.measures=[attention])")
+        raise ProbingError("extract.measures is empty (and so is extract.representations): name at least one "
+                           "(e.g. extract.measures=[attention])")
     return out
 
 
 @dataclass(frozen=True)
 class _Target:
-    """One measure's store: where it goes and what it is keyed by."""
+    """One measure's (or representation's) store: where it goes and what it is keyed by."""
 
-    measure: Measure
+    measure: Stored
     key: str
     inputs: dict
     directory: Path
@@ -120,35 +141,46 @@ def _batches(items: Sequence[tuple[int, Tokenized]], batch_size: int, max_tokens
         yield batch
 
 
-def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling, measures: Sequence[Measure]
-              ) -> dict[Measure, list[np.ndarray]]:
-    """Word-level ``(L, heads_of(measure), M, M)`` float32 maps of each measure for one batch, padding removed.
+def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling, measures: Sequence[Stored]
+              ) -> dict[Stored, list[np.ndarray]]:
+    """Word-level arrays of each measure or representation for one batch, float32, padding removed:
+    ``(L, heads_of(measure), M, M)`` maps, ``(L+1, M, D)`` hidden states, ``(L, H, M, d)`` context vectors.
 
     Attention alone runs without hooks; any other measure is computed from the same forward pass (rollouts
-    over word pieces, then pooled like attention; ``norm`` and ``norm_layer`` rows are never renormalised)."""
-    measures = [Measure(m) for m in measures]
-    others = [m for m in measures if m is not Measure.attention]
-    if others:
+    over word pieces, then pooled like attention; ``norm`` and ``norm_layer`` rows are never renormalised).
+    Vectors are pooled to positions (:func:`~probing.alignment.pool_vectors`)."""
+    wanted = [stored(m) for m in measures]
+    others = [m for m in wanted if isinstance(m, Measure) and m is not Measure.attention]
+    hidden = Representation.hidden in wanted
+    pieces: dict = {}
+    if others or Representation.heads in wanted:
         with capture(encoder.model) as cap:
-            attn, pos, m = encoder.attention(batch)
+            attn, pos, m, states = encoder.forward(batch, hidden)
         with torch.inference_mode():
-            maps = compute(others, cap.pieces())
+            pieces = compute(others, cap.pieces()) if others else {}
+            if Representation.heads in wanted:
+                pieces[Representation.heads] = cap.heads(encoder.num_heads)
     else:
-        attn, pos, m = encoder.attention(batch)
-        maps = {}
-    maps[Measure.attention] = attn
+        attn, pos, m, states = encoder.forward(batch, hidden)
+    pieces[Measure.attention] = attn
+    if hidden:
+        pieces[Representation.hidden] = states
     out = {}
-    for measure in measures:
-        pooled = pool_attention(maps[measure], pos, m, pooling, measure.stochastic).cpu()
-        out[measure] = [pooled[b, :, :, : x.n_positions, : x.n_positions].numpy() for b, x in enumerate(batch)]
+    for what in wanted:
+        if isinstance(what, Representation):
+            pooled = pool_vectors(pieces[what], pos, m, pooling).cpu()
+            out[what] = [pooled[b, ..., : x.n_positions, :].numpy() for b, x in enumerate(batch)]
+        else:
+            pooled = pool_attention(pieces[what], pos, m, pooling, what.stochastic).cpu()
+            out[what] = [pooled[b, :, :, : x.n_positions, : x.n_positions].numpy() for b, x in enumerate(batch)]
     return out
 
 
 def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: ExtractConfig,
             identity: Optional[dict] = None, model_name: Optional[str] = None,
-            reads: Optional[Measure] = None) -> ExtractReport:
+            reads: Optional[Stored] = None) -> ExtractReport:
     """Return the stores of ``corpus`` under ``cfg`` (an :class:`~probing.config.ExtractConfig`), one per
-    measure, building or resuming those that are missing in one pass. Safe to call from parallel processes.
+    measure and representation, building or resuming those that are missing in one pass. Safe to call from parallel processes.
     ``reads``: the measure the caller analyses, built too if ``cfg.measures`` lacks it; the report's ``store``
     is its store (else the first measure's).
 
@@ -160,22 +192,22 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
     if identity is None or model_name is None:
         raise ValueError("extract() with an encoder loader needs identity and model_name")
     measures = measures_of(cfg)
-    if reads is not None and Measure(reads) not in measures:
-        measures.append(Measure(reads))
+    if reads is not None and stored(reads) not in measures:
+        measures.append(stored(reads))
     targets = []
     for measure in measures:
         key, inputs = store_key(identity, corpus, cfg, measure)
         targets.append(_Target(measure, key, inputs, store_dir(model_name, corpus, cfg, key, measure)))
-    stores: dict[Measure, AttentionStore] = {}
+    stores: dict[Stored, ArrayStore] = {}
     for t in targets:
         t.directory.mkdir(parents=True, exist_ok=True)
         try:
-            store = _whole_store(t.directory, cfg.verify)
+            store = _whole_store(t.directory, cfg.verify, t.measure)
         except StoreError:
             continue  # damaged: repaired under the lock below
         if store is not None:
             stores[t.measure] = store
-    first = Measure(reads) if reads is not None else targets[0].measure
+    first = stored(reads) if reads is not None else targets[0].measure
     if len(stores) == len(targets):
         return ExtractReport(stores[first], reused=True, stores=stores)
     missing = [t for t in targets if t.measure not in stores]
@@ -185,7 +217,7 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
         todo = []
         for t in missing:
             try:  # another process may have finished (or repaired) it while we waited
-                store = _whole_store(t.directory, cfg.verify)
+                store = _whole_store(t.directory, cfg.verify, t.measure)
             except StoreError as e:
                 log.warning("%s\nre-extracting what is damaged (the rest is kept)", e)
                 discard_shards(t.directory, e.damaged)
@@ -205,12 +237,17 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
     return report
 
 
-def _whole_store(directory: Path, verify: bool) -> Optional[AttentionStore]:
+def open_store(directory: Path, what: Stored) -> ArrayStore:
+    """The store of a measure (:class:`AttentionStore`) or a representation (:class:`VectorStore`)."""
+    return VectorStore(directory) if isinstance(stored(what), Representation) else AttentionStore(directory)
+
+
+def _whole_store(directory: Path, verify: bool, what: Stored) -> Optional[ArrayStore]:
     """The complete store in ``directory`` (None when there is none yet); sizes are checked when it opens,
     and every checksum too when ``verify``. Raises :class:`StoreError` when it is damaged."""
     if not (directory / MANIFEST).is_file():
         return None
-    store = AttentionStore(directory)
+    store = open_store(directory, what)
     damaged = store.verify() if verify else []
     if damaged:
         raise StoreError(f"{directory}: damaged shards {damaged} (checksum or values)", damaged=tuple(damaged))
@@ -244,9 +281,12 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequen
     for t, d in zip(targets, done):
         if d:
             log.info("resuming %s: %d sentences already extracted", t.directory, len(d))
-    if cfg.skip_last_ffn:
+    if cfg.skip_last_ffn and all(t.measure is not Representation.hidden for t in targets):
         encoder.skip_last_ffn()
-    writers = [ShardWriter(t.directory, store_dtype, cfg.shard_mb, scan.next_shard) for t, scan in zip(targets, scans)]
+    else:  # the last hidden state is the last feed-forward block's output
+        encoder.restore_last_ffn()
+    writers = [ShardWriter(t.directory, store_dtype, cfg.shard_mb, scan.next_shard, what=f"{t.measure} arrays")
+               for t, scan in zip(targets, scans)]
     start = time.perf_counter()
     bar = tqdm(total=len(todo), unit="sent", desc="extract", disable=not cfg.progress, dynamic_ncols=True)
     try:
@@ -256,7 +296,7 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequen
             for k in need:
                 for (i, t), a in zip(batch, maps[targets[k].measure]):
                     if i not in done[k]:
-                        writers[k].add(i, a, len(corpus[i]), t.prefix)
+                        writers[k].add(i, a, len(corpus[i]), t.prefix, m=t.n_positions)
             bar.update(len(batch))
         for w in writers:
             w.flush()
@@ -265,26 +305,41 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequen
     seconds = time.perf_counter() - start
     stores = {}
     for t in targets:
+        layout = array_layout(t.measure, encoder)
+        kind = {"representation": enum_value(t.measure)} if isinstance(t.measure, Representation) else {
+            "measure": enum_value(t.measure)}
         write_manifest(t.directory, {
             "key": t.key,
             "inputs": t.inputs,
-            "measure": enum_value(t.measure),
+            **kind,
             "model_name": encoder.name,
             "corpus_name": corpus.name,
             "split": corpus.split,
             "n_sentences": len(corpus),
-            "num_layers": encoder.num_layers,
-            "num_heads": heads_of(t.measure, encoder.num_heads),
+            "num_layers": layout.lead[0],
+            "num_heads": layout.lead[1] if len(layout.lead) > 1 else 1,
+            "array": layout.to_json(),
             "store_dtype": store_dtype,
             "special_tokens": encoder.special_tokens,
             "skipped": skipped_rows,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "extract_seconds": seconds,
         })
-        stores[t.measure] = AttentionStore(t.directory)
+        stores[t.measure] = open_store(t.directory, t.measure)
     first = stores[targets[0].measure]
     return ExtractReport(first, reused=False, extracted=len(todo), resumed_from=resumed, seconds=seconds,
                          stores=stores)
+
+
+def array_layout(what: Stored, encoder: Encoder) -> ArrayLayout:
+    """The per-sentence shape of a store of ``what`` for this encoder (``hidden``: the embedding layer too)."""
+    what = stored(what)
+    if what is Representation.hidden:
+        return ArrayLayout((encoder.num_layers + 1,), 1, (encoder.hidden_size,))
+    if what is Representation.heads:
+        d = encoder.hidden_size // encoder.num_heads
+        return ArrayLayout((encoder.num_layers, encoder.num_heads), 1, (d,))
+    return ArrayLayout((encoder.num_layers, heads_of(what, encoder.num_heads)), 2)
 
 
 def extract_in_memory(encoder: Encoder, sentences: Sequence[Sequence[str]], pooling: Pooling,
@@ -305,12 +360,12 @@ def extract_in_memory(encoder: Encoder, sentences: Sequence[Sequence[str]], pool
     return out
 
 
-def ensure_store(model: ModelConfig, corpus: Corpus, cfg: ExtractConfig, reads: Optional[Measure] = None
+def ensure_store(model: ModelConfig, corpus: Corpus, cfg: ExtractConfig, reads: Optional[Stored] = None
                  ) -> ExtractReport:
     """The stores of ``corpus`` for this model and extraction config (``reads``: see :func:`extract`); the
     model is loaded only when a store has to be built."""
-    return extract(lambda: load_encoder(model), corpus, cfg, identity=model_identity(model), model_name=model.name,
-                   reads=reads)
+    return extract(lambda: load_encoder(model), corpus, cfg, identity=model_identity(model),
+                   model_name=model_label(model), reads=reads)
 
 
 def store_use(report: ExtractReport, corpus: Corpus) -> dict:
@@ -337,8 +392,9 @@ def describe_store(report: ExtractReport, corpus: Corpus) -> str:
                      + (f"; resumed after {report.resumed_from} already done" if report.resumed_from else ""))
     for measure, other in report.stores.items():
         if other is not store:
-            lines.append(f"  {measure} store: {other.dir} ({other.num_heads} map(s) per layer,"
-                         f" {other.size_bytes() / 2**20:.1f} MiB)")
+            held = (f"{'x'.join(map(str, other.layout.lead))} x {other.dim} vectors a word"
+                    if isinstance(other, VectorStore) else f"{other.num_heads} map(s) per layer")
+            lines.append(f"  {measure} store: {other.dir} ({held}, {other.size_bytes() / 2**20:.1f} MiB)")
     skipped = store.skipped
     if skipped:
         kinds: dict[str, int] = {}

@@ -1,8 +1,12 @@
-"""The attention store: word-level maps of a whole corpus on disk, memory-mapped on read.
+"""Stores: word-level arrays of a whole corpus on disk, memory-mapped on read.
+
+One code path holds every per-sentence array whose shape is fixed apart from its position axes
+(:class:`ArrayLayout`): attention maps and measures ``(L, H, M, M)`` (:class:`AttentionStore`), and
+representations (:class:`VectorStore`): hidden states ``(L+1, M, D)`` and head context vectors ``(L, H, M, d)``.
 
 Layout of a store directory::
 
-    shard-00000.bin    raw maps (float16 by default), one (L, H, M, M) block per sentence, C order
+    shard-00000.bin    raw arrays (float16 by default), one block per sentence (e.g. (L, H, M, M)), C order
     shard-00000.json   which sentences the shard holds, their offsets and position layout, and the
                        .bin's byte size and xxh3-64 checksum
     manifest.json      written last: the store is complete exactly when it exists; it records every
@@ -65,12 +69,43 @@ class SentenceEntry:
     prefix: int
 
 
+@dataclass(frozen=True)
+class ArrayLayout:
+    """The shape of one sentence's array: ``lead + (M,) * positions + tail`` for ``M`` positions.
+
+    Maps: ``lead=(L, H), positions=2``; hidden states: ``lead=(L+1,), positions=1, tail=(D,)``; head context
+    vectors: ``lead=(L, H), positions=1, tail=(d,)``."""
+
+    lead: tuple[int, ...]
+    positions: int
+    tail: tuple[int, ...] = ()
+
+    def shape(self, m: int) -> tuple[int, ...]:
+        return (*self.lead, *(m,) * self.positions, *self.tail)
+
+    def size(self, m: int) -> int:
+        return int(np.prod(self.shape(m), dtype=np.int64))
+
+    def to_json(self) -> dict:
+        return {"lead": list(self.lead), "positions": self.positions, "tail": list(self.tail)}
+
+    @classmethod
+    def from_manifest(cls, manifest: dict) -> "ArrayLayout":
+        """The manifest's ``array`` entry; a store written before there were vectors holds maps."""
+        a = manifest.get("array")
+        if a is None:
+            return cls((int(manifest["num_layers"]), int(manifest["num_heads"])), 2)
+        return cls(tuple(int(x) for x in a["lead"]), int(a["positions"]), tuple(int(x) for x in a["tail"]))
+
+
 class ShardWriter:
-    """Accumulates sentences' maps and writes them as shards of about ``shard_mb`` megabytes, each with its
+    """Accumulates sentences' arrays and writes them as shards of about ``shard_mb`` megabytes, each with its
     byte size and checksum in its index (``shard-K.json``)."""
 
-    def __init__(self, directory: Path, dtype: str, shard_mb: int, first_shard: int = 0):
+    def __init__(self, directory: Path, dtype: str, shard_mb: int, first_shard: int = 0,
+                 what: str = "attention maps"):
         self.dir = directory
+        self.what = what  # named in the error for values that are not finite
         self.dtype = _DTYPES[str(dtype)]
         self.limit = shard_mb * 2**20
         self.next_shard = first_shard
@@ -79,14 +114,15 @@ class ShardWriter:
         self._offset = 0
         self._bytes = 0
 
-    def add(self, index: int, maps: np.ndarray, n_words: int, prefix: int) -> None:
-        """Queue one sentence's ``(L, H, M, M)`` maps; maps that are not finite are refused."""
+    def add(self, index: int, maps: np.ndarray, n_words: int, prefix: int, m: Optional[int] = None) -> None:
+        """Queue one sentence's array (``(L, H, M, M)`` maps; ``m``, its number of positions M, defaults to
+        the last axis, a map's); arrays that are not finite are refused."""
         arr = np.ascontiguousarray(maps, dtype=self.dtype)
         if not np.isfinite(arr).all():
-            raise StoreError(f"sentence {index}: its attention maps are not finite in {arr.dtype} (a float16 "
+            raise StoreError(f"sentence {index}: its {self.what} are not finite in {arr.dtype} (a float16 "
                              "overflow? try extract.store_dtype=float32 or model.dtype=float32); nothing stored")
         self._parts.append(arr.reshape(-1))
-        self._rows.append({"index": index, "offset": self._offset, "m": int(maps.shape[-1]),
+        self._rows.append({"index": index, "offset": self._offset, "m": int(maps.shape[-1] if m is None else m),
                            "n_words": n_words, "prefix": prefix})
         self._offset += arr.size
         self._bytes += arr.nbytes
@@ -183,18 +219,19 @@ def write_manifest(directory: Path, fields: dict) -> dict:
     return manifest
 
 
-class AttentionStore:
-    """Read side: ``store.maps(i)`` is sentence i's ``(L, H, M, M)`` array, a view into a memory map.
+class ArrayStore:
+    """Read side of any store: ``store.array(i)`` is sentence i's array (shape ``layout.shape(M)``), a view
+    into a memory map. Sentence indices are those of the corpus the store was built from; skipped sentences
+    are absent. ``prefix[i]`` special positions come before the words, ``n_words[i]`` words follow."""
 
-    ``store.words(i, layer, head)`` drops the special positions: ``(..., n, n)`` over words only.
-    Sentence indices are those of the corpus the store was built from; skipped sentences are absent.
-    """
+    kind = "store"  # named in errors
+    what = "arrays"  # what a sentence's array is called in errors
 
     def __init__(self, directory: str | Path):
         self.dir = Path(directory)
         manifest_path = self.dir / MANIFEST
         if not manifest_path.is_file():
-            raise FileNotFoundError(f"{self.dir}: not a complete attention store (no {MANIFEST})")
+            raise FileNotFoundError(f"{self.dir}: not a complete {self.kind} (no {MANIFEST})")
         try:
             self.manifest: dict = json.loads(manifest_path.read_text())
             fmt = self.manifest.get("format")
@@ -212,8 +249,9 @@ class AttentionStore:
             self.n_sentences: int = self.manifest["n_sentences"]
             self.dtype = _DTYPES[self.manifest["store_dtype"]]
             records = {int(r["shard"]): r for r in self.manifest["shards"]}
+            self.layout = ArrayLayout.from_manifest(self.manifest)
         except (KeyError, TypeError, ValueError) as e:
-            raise StoreError(f"{manifest_path}: not an attention-store manifest (no valid {e}); delete the "
+            raise StoreError(f"{manifest_path}: not a {self.kind} manifest (no valid {e}); delete the "
                              "store directory to rebuild it") from None
         n = self.n_sentences
         self.shard = np.full(n, -1, dtype=np.int32)
@@ -236,7 +274,7 @@ class AttentionStore:
                 self.shard[i], self.offset[i], self.m[i], self.n_words[i], self.prefix[i] = (
                     k, r["offset"], r["m"], r["n_words"], r["prefix"])
         if problems:
-            raise StoreError(f"{self.dir}: damaged attention store: " + "; ".join(problems.values()),
+            raise StoreError(f"{self.dir}: damaged {self.kind}: " + "; ".join(problems.values()),
                              damaged=tuple(sorted(problems)))
         self._records = records
         self._maps: dict[int, np.memmap] = {}
@@ -251,11 +289,6 @@ class AttentionStore:
     def indices(self) -> np.ndarray:
         """Corpus indices of the sentences that have maps (all but the skipped ones), ascending."""
         return np.flatnonzero(self.shard >= 0)
-
-    @property
-    def stochastic(self) -> bool:
-        """Whether every row sums to 1 (``norm`` and ``norm_layer`` rows are norms, not distributions)."""
-        return Measure(self.measure).stochastic
 
     def __contains__(self, i: int) -> bool:
         return 0 <= i < self.n_sentences and self.shard[i] >= 0
@@ -308,14 +341,35 @@ class AttentionStore:
             self._maps[k] = mm
         return mm
 
+    def array(self, i: int) -> np.ndarray:
+        """Sentence i's array over all positions, ``layout.shape(M)``; read-only view in the stored dtype."""
+        if i not in self:
+            raise KeyError(f"sentence {i} has no {self.what} in {self.dir} (skipped or out of range)")
+        m = int(self.m[i])
+        start = int(self.offset[i])
+        return self._shard(int(self.shard[i]))[start:start + self.layout.size(m)].reshape(self.layout.shape(m))
+
+    def close(self) -> None:
+        self._maps.clear()
+
+
+class AttentionStore(ArrayStore):
+    """Maps: ``store.maps(i)`` is sentence i's ``(L, H, M, M)`` array, a view into a memory map.
+
+    ``store.words(i, layer, head)`` drops the special positions: ``(..., n, n)`` over words only.
+    """
+
+    kind = "attention store"
+    what = "maps"
+
+    @property
+    def stochastic(self) -> bool:
+        """Whether every row sums to 1 (``norm`` and ``norm_layer`` rows are norms, not distributions)."""
+        return Measure(self.measure).stochastic
+
     def maps(self, i: int) -> np.ndarray:
         """Sentence i's maps over all positions, ``(L, H, M, M)``; read-only view."""
-        if i not in self:
-            raise KeyError(f"sentence {i} has no maps in {self.dir} (skipped or out of range)")
-        m = int(self.m[i])
-        size = self.num_layers * self.num_heads * m * m
-        start = int(self.offset[i])
-        return self._shard(int(self.shard[i]))[start:start + size].reshape(self.num_layers, self.num_heads, m, m)
+        return self.array(i)
 
     def words(self, i: int, layer: Optional[int] = None, head: Optional[int] = None) -> np.ndarray:
         """Sentence i's maps over words only (special rows/columns dropped): ``(L, H, n, n)``, or a slice."""
@@ -337,5 +391,46 @@ class AttentionStore:
         for i in idx[order]:
             yield int(i), self.maps(int(i))
 
-    def close(self) -> None:
-        self._maps.clear()
+
+class VectorStore(ArrayStore):
+    """Representations, one vector per position: ``hidden`` ``(L+1, M, D)`` (layer 0 the embedding output,
+    layer k the output of layer k) or ``heads`` ``(L, H, M, d)`` (head h's context vector
+    ``z^h_i = Σ_j α^h_ij v^h_j``, the input of the attention output projection). ``num_layers`` counts the
+    stored layers (``L+1`` for ``hidden``); ``num_heads`` is 1 for ``hidden``; ``dim`` is D or d.
+    """
+
+    kind = "representation store"
+    what = "vectors"
+
+    def __init__(self, directory: str | Path):
+        super().__init__(directory)
+        self.representation: str = str(self.manifest.get("representation", ""))
+        self.measure = self.representation  # what the store holds, as run_meta.json and the console name it
+        self.dim: int = self.layout.tail[0] if len(self.layout.tail) == 1 else -1
+        if self.layout.positions != 1 or self.dim < 0:
+            raise StoreError(f"{self.dir}: not a representation store (its arrays are {self.layout}); "
+                             "delete the directory to rebuild it")
+        self.per_head: bool = len(self.layout.lead) == 2
+
+    def vectors(self, i: int) -> np.ndarray:
+        """Sentence i's vectors over all positions (special tokens kept), ``(L+1, M, D)`` or
+        ``(L, H, M, d)``; read-only view in the stored dtype."""
+        return self.array(i)
+
+    def words(self, i: int, layer: Optional[int] = None, head: Optional[int] = None,
+              dtype: Optional[type] = np.float32) -> np.ndarray:
+        """Sentence i's word vectors (special positions dropped): ``(L+1, n, D)`` / ``(L, H, n, d)``, or
+        one layer's ``(n, D)`` / ``(H, n, d)``, or one head's ``(n, d)``. A float32 copy by default;
+        ``dtype=None`` gives the read-only view in the stored dtype."""
+        a = self.array(i)
+        if head is not None and not self.per_head:
+            raise ValueError(f"{self.dir}: {self.representation} has no heads; leave head unset")
+        if layer is not None:
+            a = a[layer]
+            if head is not None:
+                a = a[head]
+        elif head is not None:
+            a = a[:, head]
+        p, n = int(self.prefix[i]), int(self.n_words[i])
+        a = a[..., p:p + n, :]
+        return a if dtype is None else a.astype(dtype)

@@ -144,6 +144,16 @@ class Capture:
         self.x: list[Optional[torch.Tensor]] = [None] * len(parts)
         self.probs: list[Optional[torch.Tensor]] = [None] * len(parts)
         self.values: list[Optional[torch.Tensor]] = [None] * len(parts)
+        # the input of each layer's output projection: the heads' context vectors, concatenated
+        self.context: list[Optional[torch.Tensor]] = [None] * len(parts)
+
+    def heads(self, num_heads: int) -> torch.Tensor:
+        """Every head's context vector ``z^h_i = Σ_j α^h_ij v^h_j`` of the last pass, ``(B, L, H, T, d)``, in
+        the model's dtype (``W_O z + b_O`` is the attention block's output before the residual)."""
+        if any(c is None for c in self.context):
+            raise RuntimeError("the forward pass did not reach every layer's attention output projection")
+        b, t, width = self.context[0].shape
+        return torch.stack([c.view(b, t, num_heads, width // num_heads).transpose(1, 2) for c in self.context], 1)
 
     def pieces(self) -> list[LayerPieces]:
         """Per-layer pieces of the last pass (the per-head ``f`` from ``W_O`` reshaped to ``(D, H, d)``)."""
@@ -172,8 +182,8 @@ def _float_ffn(ffn: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype
 
 @contextmanager
 def capture(model: nn.Module) -> Iterator[Capture]:
-    """Hooks on every layer's attention module (its input x and weights α) and value projection; removed on
-    exit. Run the model's forward pass (with eager attention) inside the block."""
+    """Hooks on every layer's attention module (its input x and weights α), value projection and output
+    projection (its input, the heads' context vectors); removed on exit. Run the model's forward pass (with eager attention) inside the block."""
     cap = Capture(layer_parts(model))
     handles = []
     for k, p in enumerate(cap.parts):
@@ -184,8 +194,12 @@ def capture(model: nn.Module) -> Iterator[Capture]:
         def on_value(module: nn.Module, args: tuple, output: torch.Tensor, k: int = k) -> None:
             cap.values[k] = output
 
+        def on_out(module: nn.Module, args: tuple, k: int = k) -> None:
+            cap.context[k] = args[0]
+
         handles.append(p.attention.register_forward_hook(on_attention, with_kwargs=True))
         handles.append(p.value.register_forward_hook(on_value))
+        handles.append(p.out.register_forward_pre_hook(on_out))
     try:
         yield cap
     finally:
