@@ -11,6 +11,7 @@ the measures see.
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
@@ -67,16 +68,40 @@ class LayerPieces:
     """What one layer computed in a forward pass, in float32, ``B`` sentences of ``T`` pieces, ``H`` heads.
 
     ``f[b, h, j]`` is ``(x_j W_V^h + b_V^h) W_O^h``, head h's transformed value of piece j (Kobayashi et al.
-    2020), so that the attention block's output before LN1 is ``Σ_h Σ_j α^h_ij f^h_j + b_O + x_i``.
+    2020), so that the attention block's output before LN1 is ``Σ_h Σ_j α^h_ij f^h_j + b_O + x_i``. ``f`` is
+    computed on first use (``(B, H, T, D)``, as much work as the layer's value projection times ``D / d``);
+    measures that need less (``norm``: only ``||f||``; ALTI: ``f`` after a linear map) read ``values`` and
+    ``w_o`` through :meth:`transformed` and :meth:`f_norms`.
     """
 
     x: torch.Tensor  # (B, T, D) the layer's input, which is also the residual
     probs: torch.Tensor  # (B, H, T, T) attention weights, rows = queries
-    f: torch.Tensor  # (B, H, T, D)
+    values: torch.Tensor  # (B, H, T, d) value vectors x_j W_V^h + b_V^h
+    w_o: torch.Tensor  # (D, H, d) the output projection, one (D, d) slice per head
     b_o: torch.Tensor  # (D,)
     ln1: Norm
     ln2: Norm
     ffn: Callable[[torch.Tensor], torch.Tensor]  # (..., D) -> (..., D), no residual
+    # (B, T, D) LN1's input as the model computed it (hooked); the measures' decomposition sums to it
+    ln1_in: Optional[torch.Tensor] = None
+
+    @functools.cached_property
+    def f(self) -> torch.Tensor:
+        """``(B, H, T, D)``: every head's transformed values."""
+        return self.transformed(self.w_o)
+
+    def transformed(self, w: torch.Tensor) -> torch.Tensor:
+        """``(B, H, T, D)`` values through a per-head map ``w`` (D, H, d): ``w_o`` with a linear map of the
+        output side folded in costs one projection, where mapping ``f`` after would cost a second pass."""
+        return torch.einsum("bhtd,ehd->bhte", self.values, w)
+
+    @functools.cached_property
+    def f_norms(self) -> torch.Tensor:
+        """``(B, H, T)``: ``||f^h(x_j)||`` from each head's ``d x d`` Gram matrix ``W_O^hᵀ W_O^h``, O(T d^2)
+        per head instead of the O(T d D) of ``f``."""
+        gram = torch.einsum("ehd,ehk->hdk", self.w_o, self.w_o)
+        sq = (torch.einsum("bhtd,hdk->bhtk", self.values, gram) * self.values).sum(-1)
+        return sq.clamp(min=0).sqrt()
 
 
 def _find_layers(model: nn.Module) -> Optional[nn.ModuleList]:
@@ -146,6 +171,7 @@ class Capture:
         self.values: list[Optional[torch.Tensor]] = [None] * len(parts)
         # the input of each layer's output projection: the heads' context vectors, concatenated
         self.context: list[Optional[torch.Tensor]] = [None] * len(parts)
+        self.ln1_in: list[Optional[torch.Tensor]] = [None] * len(parts)
 
     def heads(self, num_heads: int) -> torch.Tensor:
         """Every head's context vector ``z^h_i = Σ_j α^h_ij v^h_j`` of the last pass, ``(B, L, H, T, d)``, in
@@ -165,11 +191,15 @@ class Capture:
                                    "an attention implementation that returns no weights)")
             b, n_heads, t, _ = probs.shape
             w_o = p.out.weight.detach().float()
-            v_heads = v.float().view(b, t, n_heads, -1)  # (B, T, H, d)
-            f = torch.einsum("bthd,ehd->bhte", v_heads, w_o.view(w_o.shape[0], n_heads, -1))
-            out.append(LayerPieces(x.float(), probs.float(), f, p.out.bias.detach().float(),
-                                   Norm.of(p.ln1), Norm.of(p.ln2), _float_ffn(p.ffn, x.dtype)))
+            values = v.float().view(b, t, n_heads, -1).transpose(1, 2)  # (B, H, T, d)
+            out.append(LayerPieces(x.float(), probs.float(), values, w_o.view(w_o.shape[0], n_heads, -1),
+                                   p.out.bias.detach().float(), Norm.of(p.ln1), Norm.of(p.ln2),
+                                   _float_ffn(p.ffn, x.dtype), _float(self.ln1_in[k])))
         return out
+
+
+def _float(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
+    return None if t is None else t.float()
 
 
 def _float_ffn(ffn: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype
@@ -182,8 +212,9 @@ def _float_ffn(ffn: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype
 
 @contextmanager
 def capture(model: nn.Module) -> Iterator[Capture]:
-    """Hooks on every layer's attention module (its input x and weights α), value projection and output
-    projection (its input, the heads' context vectors); removed on exit. Run the model's forward pass (with eager attention) inside the block."""
+    """Hooks on every layer's attention module (its input x and weights α), value projection, output
+    projection (its input, the heads' context vectors) and first LayerNorm (its input); removed on exit. Run
+    the model's forward pass (with eager attention) inside the block."""
     cap = Capture(layer_parts(model))
     handles = []
     for k, p in enumerate(cap.parts):
@@ -197,9 +228,13 @@ def capture(model: nn.Module) -> Iterator[Capture]:
         def on_out(module: nn.Module, args: tuple, k: int = k) -> None:
             cap.context[k] = args[0]
 
+        def on_ln1(module: nn.Module, args: tuple, k: int = k) -> None:
+            cap.ln1_in[k] = args[0]
+
         handles.append(p.attention.register_forward_hook(on_attention, with_kwargs=True))
         handles.append(p.value.register_forward_hook(on_value))
         handles.append(p.out.register_forward_pre_hook(on_out))
+        handles.append(p.ln1.register_forward_pre_hook(on_ln1))
     try:
         yield cap
     finally:

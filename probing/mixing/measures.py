@@ -13,6 +13,7 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from probing.config import Measure
+from probing.mixing.kernels import alti_scores
 from probing.mixing.layout import LayerPieces
 
 # elements of one (B, rows, T, D) block of token vectors; 2**25 float32 = 128 MiB
@@ -54,7 +55,7 @@ def attention(p: LayerPieces) -> torch.Tensor:
 def norm(p: LayerPieces) -> torch.Tensor:
     """``||α^h_ij f^h(x_j)|| = α^h_ij ||f^h(x_j)||`` (α is a non-negative scalar): one norm per piece and head,
     so this costs O(T D) per head on top of the weights, not O(T^2 D)."""
-    return p.probs * p.f.norm(dim=-1)[:, :, None, :]
+    return p.probs * p.f_norms[:, :, None, :]
 
 
 # ---- per layer ------------------------------------------------------------------------------------------
@@ -73,6 +74,11 @@ def norm_layer(p: LayerPieces) -> torch.Tensor:
 
 def _centred(v: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
     return gain * (v - v.mean(-1, keepdim=True))
+
+
+def _centred_map(w: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
+    """A per-head output map (D, H, d) followed by ``_centred`` over D, as one map (the centring is linear)."""
+    return gain[:, None, None] * (w - w.mean(0, keepdim=True))
 
 
 def mixed_vectors(p: LayerPieces, rows: slice) -> torch.Tensor:
@@ -94,6 +100,12 @@ def ln1_input(p: LayerPieces) -> torch.Tensor:
     return torch.einsum("bhij,bhjd->bid", p.probs, p.f) + p.b_o + p.x
 
 
+def _pre_ln1(p: LayerPieces) -> torch.Tensor:
+    """LN1's input as hooked in the forward pass, else as the decomposition sums it (equal within float
+    rounding; the identity tests check :func:`ln1_input` against the hook)."""
+    return p.ln1_in if p.ln1_in is not None else ln1_input(p)
+
+
 def attention_block_output(p: LayerPieces) -> torch.Tensor:
     """``h = LN1(ln1_input)`` (B, T, D), the input of the feed-forward block."""
     return p.ln1(ln1_input(p))
@@ -111,28 +123,48 @@ def contributions(p: LayerPieces, wanted: Sequence[Measure]) -> dict[Measure, to
     when the row is normalised, so GlobEnc's norms come from Gram matrices and never need the vectors.
     """
     wanted = {Measure(m) for m in wanted}
-    b, t, d = p.x.shape
     out = {}
-    f1, x1 = _centred(p.f, p.ln1.weight), _centred(p.x, p.ln1.weight)  # T_i(v_ij) = s_i (Σ α f1 + [i=j] x1)
+    w1 = _centred_map(p.w_o, p.ln1.weight)
+    f1, x1 = p.transformed(w1), _centred(p.x, p.ln1.weight)  # T_i(v_ij) = s_i (Σ α f1 + [i=j] x1)
     if Measure.alti in wanted:
-        pre = ln1_input(p)
+        pre = _pre_ln1(p)
         s1 = p.ln1.scale(pre)
         h = (p.ln1.linear(pre, s1) + p.ln1.bias) / s1  # h_i / s_i (B, T, D)
-        scores = torch.zeros(b, t, t, device=p.x.device)
-        for rows in _blocks(t, b * t * d):
-            u = _mix(p.probs, f1, x1, rows)  # (B, I, T, D) = T_i(v_ij) / s_i
-            h_rows = h[:, rows].reshape(-1, 1, d)
-            dist = torch.cdist(h_rows, u.reshape(-1, t, d), p=1).reshape(b, -1, t)
-            scores[:, rows] = (h[:, rows].abs().sum(-1, keepdim=True) - dist).clamp(min=0)
-        out[Measure.alti] = normalise_rows(scores)[:, None]
+        out[Measure.alti] = normalise_rows(alti_l1_scores(p.probs, f1, x1, h))[:, None]
     if Measure.globenc in wanted:
-        f2, x2 = _centred(f1, p.ln2.weight), _centred(x1, p.ln2.weight)
+        f2, x2 = p.transformed(_centred_map(w1, p.ln2.weight)), _centred(x1, p.ln2.weight)
         sq = _weighted_sq_norms(p.probs, f2)
         diag = torch.diagonal(p.probs, dim1=-2, dim2=-1)  # (B, H, T): α^h_ii
         cross = 2 * (diag * (f2 * x2[:, None]).sum(-1)).sum(1) + x2.square().sum(-1)  # the residual at i = j
         sq = sq + torch.diag_embed(cross)
         out[Measure.globenc] = normalise_rows(sq.clamp(min=0).sqrt())[:, None]
     return out
+
+
+def alti_l1_scores(probs: torch.Tensor, f1: torch.Tensor, x1: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """``max(0, ||h_i||_1 - ||h_i - u_ij||_1)`` (B, T, T) for ``u_ij = Σ_h α^h_ij f1^h_j + [i = j] x1_i``:
+    the compiled kernel on CPU (padding skipped: the keys after the last one any query attends to), torch
+    elsewhere."""
+    b, t, _ = x1.shape
+    if probs.device.type == "cpu":
+        used = probs.amax(dim=(1, 2)) > 0  # (B, T): keys some query attends to; padding gets exactly 0
+        lengths = (used * torch.arange(1, t + 1)).amax(-1)
+        scores = torch.zeros(b, t, t)
+        alti_scores(probs.contiguous().numpy(), f1.contiguous().numpy(), x1.contiguous().numpy(),
+                    h.contiguous().numpy(), lengths.numpy(), scores.numpy())
+        return scores
+    return alti_l1_scores_dense(probs, f1, x1, h)
+
+
+def alti_l1_scores_dense(probs: torch.Tensor, f1: torch.Tensor, x1: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    """:func:`alti_l1_scores` in torch, on any device, through blocks of (B, rows, T, D) vectors."""
+    b, t, d = x1.shape
+    scores = torch.zeros(b, t, t, device=probs.device)
+    for rows in _blocks(t, b * t * d):
+        u = _mix(probs, f1, x1, rows)  # (B, I, T, D) = T_i(v_ij) / s_i
+        dist = (u - h[:, rows, None]).abs().sum(-1)
+        scores[:, rows] = (h[:, rows].abs().sum(-1, keepdim=True) - dist).clamp(min=0)
+    return scores
 
 
 def alti(p: LayerPieces) -> torch.Tensor:
@@ -159,7 +191,7 @@ def value_zeroing(p: LayerPieces) -> torch.Tensor:
     Keys no query attends to (padding) score 0.
     """
     b, t, d = p.x.shape
-    pre = ln1_input(p)
+    pre = _pre_ln1(p)
     h = p.ln1(pre)
     y = p.ln2(h + p.ffn(h))  # (B, T, D)
     dist = torch.zeros(b, t, t, device=p.x.device)

@@ -3,6 +3,7 @@ against identities of the layer, naive references and hand-worked numbers."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -144,8 +145,15 @@ def _hand_pieces(b_o: tuple[float, float, float] = (0.0, 0.0, 0.0)) -> LayerPiec
     f = torch.tensor([[0.4, 0.0, -0.4], [1.6, -2.4, 0.8], [-0.8, 0.8, 0.0]])[None, None]
     x = torch.tensor([[0.6, -0.6, 0.0], [1.0, 0.0, -1.0], [0.0, 1.0, -1.0]])[None]
     ones, zeros = torch.ones(3), torch.zeros(3)
-    return LayerPieces(x=x, probs=probs, f=f, b_o=torch.tensor(b_o), ln1=Norm(ones, zeros, 1 / 3),
-                       ln2=Norm(ones, zeros, 1 / 3), ffn=lambda h: torch.zeros_like(h))
+    return _with_f(LayerPieces(x=x, probs=probs, values=f, w_o=torch.eye(3)[:, None], b_o=torch.tensor(b_o),
+                               ln1=Norm(ones, zeros, 1 / 3), ln2=Norm(ones, zeros, 1 / 3),
+                               ffn=lambda h: torch.zeros_like(h)), f)
+
+
+def _with_f(p: LayerPieces, f: torch.Tensor) -> LayerPieces:
+    """``p`` with transformed values ``f`` (B, H, T, D): ``f`` as the values, the identity as each head's W_O."""
+    eye = torch.eye(f.shape[-1])[:, None].expand(-1, f.shape[1], -1)
+    return dataclasses.replace(p, values=f, w_o=eye)
 
 
 def test_alti_hand_worked():
@@ -161,8 +169,7 @@ def test_alti_bias_belongs_to_no_token():
     """With v_02 replaced by the output bias b_O = (-0.2, 0.2, 0) (token 2's value zero), y_0 is unchanged, so
     tokens 0 and 1 keep 1.2 and 0.8, and token 2, which now brings nothing, gets 0."""
     p = _hand_pieces(b_o=(-0.2, 0.2, 0.0))
-    p = LayerPieces(p.x, p.probs, p.f * torch.tensor([1.0, 1.0, 0.0])[None, None, :, None], p.b_o, p.ln1, p.ln2,
-                    p.ffn)
+    p = _with_f(p, p.f * torch.tensor([1.0, 1.0, 0.0])[None, None, :, None])
     torch.testing.assert_close(M.ln1_input(p)[0, 0], torch.tensor([1.0, -1.0, 0.0]))
     torch.testing.assert_close(M.alti(p)[0, 0, 0], torch.tensor([0.6, 0.4, 0.0]))
 
@@ -255,3 +262,20 @@ def test_unknown_layout_is_one_line_naming_the_class():
     assert "\n" not in str(e.value)
     with pytest.raises(LayoutError, match="Linear has no encoder.layer"):
         layer_parts(nn.Linear(2, 2))
+
+
+def test_alti_kernel_equals_torch_form_and_skips_padding():
+    """The compiled CPU kernel and the torch form of ALTI's L1 scores agree on the real pieces of a padded
+    batch (sentence 1 has 5 of 7 pieces: its padded keys get no weight), and the kernel leaves padding at 0."""
+    g = torch.Generator().manual_seed(3)
+    b, h, t, d = 2, 3, 7, 16
+    scores = torch.randn(b, h, t, t, generator=g)
+    scores[1, :, :, 5:] = float("-inf")
+    probs = scores.softmax(-1)
+    f1, x1, target = (torch.randn(b, h, t, d, generator=g), torch.randn(b, t, d, generator=g),
+                      torch.randn(b, t, d, generator=g))
+    fast, dense = M.alti_l1_scores(probs, f1, x1, target), M.alti_l1_scores_dense(probs, f1, x1, target)
+    torch.testing.assert_close(fast[0], dense[0], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(fast[1, :5, :5], dense[1, :5, :5], atol=1e-4, rtol=1e-4)
+    assert fast[1, 5:].abs().sum() == 0 and fast[1, :, 5:].abs().sum() == 0
+    assert (dense[0] > 0).float().mean() > 0.1  # a real test: some pairs score above the clip

