@@ -1,4 +1,5 @@
-"""Attention features of word pairs, gathered straight from the store's memory maps.
+"""Features of word pairs, gathered straight from the store's memory maps: attention between the two words
+(an :class:`AttentionStore`) or their vectors (a :class:`VectorStore`, :func:`word_vectors`).
 
 A pair (sentence s, query word i, key word j) in head k has the features ``A_k[i, j]`` (forward: i looks
 at j) and ``A_k[j, i]`` (backward), optionally also at neighbouring keys ``A_k[i, j+o]`` / ``A_k[j, i+o]``.
@@ -14,7 +15,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from probing.config import FeatureSet
-from probing.store import AttentionStore
+from probing.store import AttentionStore, VectorStore
 
 FEATURE_SETS = {FeatureSet.both: ("fwd", "bwd"), FeatureSet.forward: ("fwd",), FeatureSet.backward: ("bwd",)}
 
@@ -112,12 +113,17 @@ def root_feature_names(sel: HeadSelection, feature_set: FeatureSet) -> list[str]
 def pair_features(store: AttentionStore, sent: np.ndarray, query: np.ndarray, key: np.ndarray,
                   sel: HeadSelection, feature_set: FeatureSet, neighbour_offsets: Sequence[int]
                   ) -> tuple[np.ndarray, list[str]]:
-    """Features of word pairs (query i, key j): ``(N, F)`` float32 and the column names.
+    """Features of word pairs (query i, key j): ``(N, F)`` float32 and the column names. A
+    :class:`VectorStore` gives :func:`vector_pair_features` (``feature_set`` unused).
 
     Columns, for each offset o in ``(0, *neighbour_offsets)`` and each direction of ``feature_set``:
     ``fwd`` = ``A_k[i, j+o]``, ``bwd`` = ``A_k[j, i+o]``, one per selected head k. An offset that leaves
     the sentence's words gives 0.
     """
+    if isinstance(store, VectorStore):
+        if list(neighbour_offsets):
+            raise ValueError("probe.neighbour_offsets reads attention maps; vector features take none")
+        return vector_pair_features(store, sent, query, key, sel)
     dirs = feature_directions(feature_set)
     sent = np.asarray(sent, dtype=np.int64)
     query, key = np.asarray(query, dtype=np.int64), np.asarray(key, dtype=np.int64)
@@ -172,3 +178,58 @@ def root_features(store: AttentionStore, sent: np.ndarray, query: np.ndarray, se
             acc /= np.maximum(count, 1)[:, None].astype(np.float32)
         blocks.append(acc)
     return np.concatenate(blocks, axis=1), root_feature_names(sel, feature_set)
+
+
+def vector_selection(store: VectorStore, layer: Optional[int], head: Optional[int]) -> HeadSelection:
+    """What a vector feature reads: one layer (``hidden``: 0 the embeddings, 1..L the layers' outputs), of
+    ``heads`` one head or (head None) all heads of the layer, concatenated."""
+    if layer is None:
+        raise ValueError(f"features={store.representation} read one layer: set probe.layer (0.."
+                         f"{store.num_layers - 1})")
+    if not store.per_head and head not in (None, 0):
+        raise ValueError(f"features=hidden has no heads: leave probe.head unset, not {head}")
+    return select_heads(store.num_layers, store.num_heads, layer, head if store.per_head else 0)
+
+
+def word_vectors(store: VectorStore, sent: np.ndarray, pos: np.ndarray, sel: HeadSelection,
+                 chunk_elements: int = 1 << 24) -> np.ndarray:
+    """``out[r] = concat_k vectors(sent[r])[layer_k, (head_k,) prefix + pos[r]]`` as float32, ``(N, K*dim)``:
+    each word's vector in the selected layer (heads: the selected heads' context vectors side by side). One
+    fancy index per shard chunk over flat offsets, so only the selected vectors are read from disk."""
+    sent, pos = np.asarray(sent, dtype=np.int64), np.asarray(pos, dtype=np.int64)
+    if len(sent) and (store.shard[sent] < 0).any():
+        raise KeyError(f"sentence {sent[store.shard[sent] < 0][0]} has no vectors in {store.dir}")
+    if ((pos < 0) | (pos >= store.n_words[sent])).any():
+        raise ValueError("word index outside its sentence")
+    d, k = store.dim, len(sel)
+    out = np.empty((len(sent), k * d), dtype=np.float32)
+    m = store.m[sent].astype(np.int64)[:, None]
+    plane = (sel.layers * store.num_heads + sel.heads)[None, :] if store.per_head else sel.layers[None, :]
+    # element offset of each (row, selected block)'s vector: blocks are (M, dim) planes in C order
+    base = store.offset[sent][:, None] + (plane * m + store.prefix[sent][:, None] + pos[:, None]) * d
+    shard = store.shard[sent]
+    rows_per_chunk = max(1, chunk_elements // (k * d))
+    lanes = np.arange(d)[None, None, :]
+    for sh in np.unique(shard):
+        mm = store._shard(int(sh))
+        rows = np.flatnonzero(shard == sh)
+        for c in range(0, len(rows), rows_per_chunk):
+            r = rows[c:c + rows_per_chunk]
+            out[r] = mm[base[r][:, :, None] + lanes].reshape(len(r), k * d)
+        del mm
+        store.close()
+    return out
+
+
+def vector_pair_features(store: VectorStore, sent: np.ndarray, query: np.ndarray, key: np.ndarray,
+                         sel: HeadSelection) -> tuple[np.ndarray, list[str]]:
+    """``[x_i; x_j; x_i ⊙ x_j]`` of word pairs (query i, key j) from the selected layer's (heads') vectors:
+    ``(N, 3F)`` float32 and column names ``L3H5:i[7]``, ``L3H5:j[7]``, ``L3H5:ij[7]`` (``L3:...`` for hidden)."""
+    x_i = word_vectors(store, sent, query, sel)
+    x_j = word_vectors(store, sent, key, sel)
+    f = x_i.shape[1]
+    X = np.empty((len(x_i), 3 * f), dtype=np.float32)
+    X[:, :f], X[:, f:2 * f] = x_i, x_j
+    np.multiply(x_i, x_j, out=X[:, 2 * f:])
+    labels = sel.labels if store.per_head else [f"L{int(a)}" for a in sel.layers]
+    return X, [f"{lab}:{part}[{c}]" for part in ("i", "j", "ij") for lab in labels for c in range(store.dim)]

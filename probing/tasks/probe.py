@@ -22,24 +22,27 @@ from probing.config import (
     DataConfig,
     DataKind,
     ExtractConfig,
+    Features,
     Measure,
     ModelConfig,
     ProbeConfig,
     ProbeKind,
+    Representation,
     RunConfig,
     to_plain,
 )
 from probing.corpus import Corpus
 from probing.corpus.cache import load_corpus_cached
 from probing.errors import ProbingError
-from probing.extract import describe_store, ensure_store, store_use
+from probing.encoder import model_label
+from probing.extract import Stored, describe_store, ensure_store, store_use, stored
 from probing.probes.arc import run_arc
 from probing.probes.data import ProbeResult, ProbeSplit
 from probing.probes.edge import run_edge
-from probing.probes.features import HeadSelection, select_heads
+from probing.probes.features import HeadSelection, select_heads, vector_selection
 from probing.probes.relation import run_relation
 from probing.results import read_metrics
-from probing.store import AttentionStore
+from probing.store import AttentionStore, VectorStore
 from probing.tasks.base import RunOutput, TaskResult
 
 log = logging.getLogger(__name__)
@@ -50,15 +53,26 @@ PROBE_FORMAT = 2  # 2: the arc probe is fitted by Newton's method (its numbers m
 SINGLE_SPLIT_KINDS = {DataKind.grammar, DataKind.conllu, DataKind.text}
 # Extraction settings that never change the maps read (left out of the config key; ``measures`` only says which
 # other stores are built beside ``probe.measure``'s, which is in the key).
-_VOLATILE_EXTRACT = ("batch_size", "max_batch_tokens", "progress", "cache_dir", "shard_mb", "verify", "measures")
+_VOLATILE_EXTRACT = ("batch_size", "max_batch_tokens", "progress", "cache_dir", "shard_mb", "verify", "measures",
+                     "representations")
+
+
+def _without_new_defaults(section: str, plain: dict) -> dict:
+    """Keys added with issue 11 left out at their defaults, so config keys of finished runs stay the same
+    (``model.seed`` only matters with ``model.random_init``)."""
+    if section == "model":
+        return plain if plain.get("random_init") else {k: v for k, v in plain.items()
+                                                       if k not in ("random_init", "seed")}
+    return {k: v for k, v in plain.items() if not (k == "features" and v == "attention")}
 
 
 def config_key(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: ProbeConfig) -> str:
     """A hash of everything that changes a probe's numbers."""
     ex = {k: v for k, v in to_plain(extract).items() if k not in _VOLATILE_EXTRACT}
     da = {k: v for k, v in to_plain(data).items() if k not in ("split", "index")}
-    pr = {k: v for k, v in to_plain(probe).items() if k != "skip_complete"}
-    inputs = {"format": PROBE_FORMAT, "model": to_plain(model), "data": da, "extract": ex, "probe": pr}
+    pr = _without_new_defaults("probe", {k: v for k, v in to_plain(probe).items() if k != "skip_complete"})
+    inputs = {"format": PROBE_FORMAT, "model": _without_new_defaults("model", to_plain(model)), "data": da,
+              "extract": ex, "probe": pr}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -73,10 +87,10 @@ def completed(out_dir: Path, key: str) -> Optional[dict]:
 class _Stores:
     """The stores of ``measure`` a probe reads, each built or found once, recorded for ``run_meta.json``."""
 
-    def __init__(self, model: ModelConfig, extract: ExtractConfig, measure: Measure):
-        self.model, self.extract, self.measure, self.used = model, extract, Measure(measure), []
+    def __init__(self, model: ModelConfig, extract: ExtractConfig, measure: Stored):
+        self.model, self.extract, self.measure, self.used = model, extract, stored(measure), []
 
-    def __call__(self, corpus: Corpus) -> AttentionStore:
+    def __call__(self, corpus: Corpus) -> AttentionStore | VectorStore:
         report = ensure_store(self.model, corpus, self.extract, self.measure)
         log.info(describe_store(report, corpus))
         self.used.append(store_use(report, corpus))
@@ -144,7 +158,12 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
     """Run the probe ``probe`` and write its tables through ``out``; a run dir that already holds finished
     results for this config returns them (``probe.skip_complete``)."""
     kind, measure = ProbeKind(probe.kind), Measure(probe.measure)
-    if not measure.per_head and probe.head not in (None, 0):
+    features = Features(probe.features)
+    reads: Stored = measure if features is Features.attention else Representation(features.value)
+    if features is not Features.attention and kind is ProbeKind.arc:
+        raise ProbingError(f"probe=arc reads attention maps: probe.features={features} works with probe=relation "
+                           "or probe=edge")
+    if features is Features.attention and not measure.per_head and probe.head not in (None, 0):
         raise ProbingError(f"probe.measure={measure} has one map per layer: probe.head must be unset or 0, "
                            f"not {probe.head}")
     key = config_key(model, data, extract, probe)
@@ -154,20 +173,22 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
             log.info("%s already holds complete results for this config (key %s): not recomputed", out.dir, key)
             return TaskResult({**done, "reused_results": True})
     start = time.perf_counter()
-    stores = _Stores(model, extract, measure)
+    stores = _Stores(model, extract, reads)
     train, ev, note = load_splits(data, probe, extract, stores)
     store = train.store
     try:
-        sel = select_heads(store.num_layers, store.num_heads, probe.layer, probe.head)
+        sel = (vector_selection(store, probe.layer, probe.head) if isinstance(store, VectorStore)
+               else select_heads(store.num_layers, store.num_heads, probe.layer, probe.head))
         result = RUNNERS[kind](probe, train, ev, sel)
     except ValueError as e:
         raise ProbingError(f"probe={kind}: {e}") from e
-    ident = {"model": model.name, "corpus": train.corpus.name, "train_split": train.name,
-             "eval_split": ev.name, "measure": measure.value, "probe": kind.value, "layer": probe.layer,
+    # measure: what the probe read (a measure's maps, or the hidden / heads vectors of probe.features)
+    ident = {"model": model_label(model), "corpus": train.corpus.name, "train_split": train.name,
+             "eval_split": ev.name, "measure": reads.value, "probe": kind.value, "layer": probe.layer,
              "head": probe.head, "heads": heads_label(probe.layer, probe.head)}
     metrics = {**ident, "n_heads": len(sel), "split_note": note, "train_sentences": int(len(train.indices)),
                "eval_sentences": int(len(ev.indices)), "exclude_punct": probe.exclude_punct,
-               "feature_set": str(probe.feature_set), **result.metrics, "config_key": key,
+               "feature_set": str(probe.feature_set), "features": features.value, **result.metrics, "config_key": key,
                "reused_results": False, "probe_seconds": round(time.perf_counter() - start, 3)}
     tables = {schema.PROBE_SCORES.name: scores_table(result.metrics, ident)}
     for name, df in result.tables.items():

@@ -1,0 +1,110 @@
+"""``probe.features=hidden|heads`` (issue 11): relation and edge probes on pair vectors [x_i; x_j; x_i ⊙ x_j]
+read from the representation stores; config keys of attention probes unchanged."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+from test_heads_task import Recorder
+from test_store_extract import cfg, corpus
+
+from probing.config import (
+    DataConfig,
+    DataKind,
+    ExtractConfig,
+    Features,
+    ModelConfig,
+    ProbeConfig,
+    ProbeKind,
+    Representation,
+)
+from probing.errors import ProbingError
+from probing.extract import extract
+from probing.probes.features import pair_features, vector_selection, word_vectors
+from probing.results import read_table
+from probing.tasks import probe as probe_task
+from probing.tasks.base import RunOutput
+
+
+@pytest.fixture(scope="module")
+def vector_stores(tiny_encoder, tmp_path_factory):
+    c = corpus()
+    root = tmp_path_factory.mktemp("vec")
+    r = extract(tiny_encoder, c, cfg(root, representations=[Representation.hidden, Representation.heads],
+                                     shard_mb=0))
+    return c, r.stores[Representation.hidden], r.stores[Representation.heads]
+
+
+def test_word_vectors_are_the_stored_word_slices(vector_stores):
+    c, hid, heads = vector_stores
+    rng = np.random.default_rng(0)
+    sent = rng.choice(hid.indices, 30)
+    pos = np.array([rng.integers(len(c[int(s)])) for s in sent])
+    for store, layer, head in ((hid, 2, None), (heads, 1, 3), (heads, 0, None)):
+        sel = vector_selection(store, layer, head)
+        got = word_vectors(store, sent, pos, sel)
+        for r, (s, w) in enumerate(zip(sent, pos)):
+            x = store.words(int(s), layer)  # (n, D) or (H, n, d)
+            want = x[w] if not store.per_head else (x[head, w] if head is not None else x[:, w].reshape(-1))
+            np.testing.assert_array_equal(got[r], want)
+    assert word_vectors(heads, sent, pos, vector_selection(heads, 0, None)).shape == (30, 4 * 8)
+
+
+def test_pair_features_are_x_i_x_j_and_their_product(vector_stores):
+    c, hid, heads = vector_stores
+    sent, q, k = np.array([1, 5, 5]), np.array([0, 9, 2]), np.array([3, 1, 10])
+    X, names = pair_features(heads, sent, q, k, vector_selection(heads, 1, 2), "both", [])
+    xi = np.stack([heads.words(int(s), 1, 2)[i] for s, i in zip(sent, q)])
+    xj = np.stack([heads.words(int(s), 1, 2)[j] for s, j in zip(sent, k)])
+    np.testing.assert_array_equal(X, np.concatenate([xi, xj, xi * xj], 1))
+    assert names[:2] == ["L1H2:i[0]", "L1H2:i[1]"] and names[8] == "L1H2:j[0]" and names[-1] == "L1H2:ij[7]"
+    _, hnames = pair_features(hid, sent, q, k, vector_selection(hid, 0, None), "both", [])
+    assert len(hnames) == 3 * 32 and hnames[0] == "L0:i[0]"
+    with pytest.raises(ValueError, match="set probe.layer"):
+        vector_selection(hid, None, None)
+    with pytest.raises(ValueError, match="features=hidden has no heads"):
+        vector_selection(hid, 1, 2)
+    with pytest.raises(ValueError, match="neighbour_offsets reads attention maps"):
+        pair_features(hid, sent, q, k, vector_selection(hid, 0, None), "both", [1])
+
+
+def _run(tiny_model_dir, tmp_path, name, **kw):
+    model = ModelConfig(name="tiny", name_or_path=str(tiny_model_dir))
+    data = DataConfig(kind=DataKind.grammar, n_sentences=40)
+    ext = OmegaConf.structured(ExtractConfig(cache_dir=str(tmp_path / "cache"), progress=False))
+    p = ProbeConfig(max_iter=200, **kw)
+    return probe_task.run(model, data, ext, p, RunOutput(tmp_path / name, Recorder()))
+
+
+def test_probe_task_on_vector_features(tiny_model_dir, tmp_path):
+    hid = _run(tiny_model_dir, tmp_path, "hid", kind=ProbeKind.relation, features=Features.hidden, layer=2)
+    assert hid.metrics["measure"] == "hidden" and hid.metrics["features"] == "hidden"
+    assert hid.metrics["n_features"] == 3 * 32 and hid.metrics["heads"] == "L2"
+    assert [s["measure"] for s in hid.stores] == ["hidden"]
+    assert set(read_table(tmp_path / "hid", "relation_weights")["measure"]) == {"hidden"}
+    one = _run(tiny_model_dir, tmp_path, "head", kind=ProbeKind.edge, features=Features.heads, layer=1, head=3)
+    assert one.metrics["n_features"] == 3 * 8 and one.metrics["heads"] == "L1H3"
+    assert 0.0 <= one.metrics["roc_auc"] <= 1.0 and one.metrics["config_key"] != hid.metrics["config_key"]
+    with pytest.raises(ProbingError, match="probe=arc reads attention maps"):
+        _run(tiny_model_dir, tmp_path, "arc", kind=ProbeKind.arc, features=Features.hidden, layer=1)
+    with pytest.raises(ProbingError, match="set probe.layer"):
+        _run(tiny_model_dir, tmp_path, "nolayer", kind=ProbeKind.relation, features=Features.heads)
+
+
+def test_attention_probe_config_keys_ignore_the_new_keys_at_their_defaults():
+    """extract.representations never changes a probe's key (it only builds stores beside), nor does model.seed
+    without random_init, nor probe.features=attention (left out of the key, so finished runs stay complete)."""
+    from dataclasses import replace
+
+    m = ModelConfig(name="tiny", name_or_path="/x/tiny")
+    d = DataConfig(kind=DataKind.grammar, n_sentences=40)
+    e = ExtractConfig(cache_dir="c", progress=False)
+    p = ProbeConfig(kind=ProbeKind.relation, max_iter=200)
+    key = probe_task.config_key(m, d, e, p)
+    assert probe_task.config_key(m, d, replace(e, representations=[Representation.hidden]), p) == key
+    assert probe_task.config_key(replace(m, seed=7), d, e, p) == key
+    assert "features" not in probe_task._without_new_defaults("probe", {"features": "attention", "C": 1.0})
+    assert probe_task.config_key(m, d, e, replace(p, features=Features.hidden)) != key
+    rand = replace(m, random_init=True)
+    assert len({key, probe_task.config_key(rand, d, e, p), probe_task.config_key(replace(rand, seed=7), d, e, p)}) == 3
