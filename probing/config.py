@@ -109,6 +109,8 @@ class ProbeKind(Choice):
     relation = "relation"
     arc = "arc"
     edge = "edge"
+    distance = "distance"  # structural probe (Hewitt and Manning 2019): ||B(h_i - h_j)||^2 ~ tree distance
+    depth = "depth"  # structural probe: ||B h_i||^2 ~ tree depth
 
 
 class Direction(Choice):
@@ -300,6 +302,10 @@ class ProbeConfig:
     punct_upos: List[str] = field(default_factory=lambda: ["PUNCT"])
     collapse_subtypes: bool = False  # nmod:poss -> nmod
     negatives_per_positive: int = 1  # edge probe
+    mdl: bool = False  # relation, edge: also the online codelength (Voita and Titov 2020) of task and control
+    rank: Optional[int] = None  # distance, depth: rank of the probe's map B (None: the vectors' dimension)
+    # distance, depth: the split whose loss stops training (None: the eval split; single-split data: always)
+    dev_split: Optional[str] = None
     best_offset_max: int = 5  # arc probe baseline: offsets -k..k tried on train
     skip_complete: bool = True  # a job whose run dir holds finished results for this config returns them
     seed: int = 0

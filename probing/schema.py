@@ -63,6 +63,10 @@ ARC_WEIGHTS = _t("arc_weights", PROBE_IDENT + ("feature",), ("weight",), "arc pr
 ARC_UAS_BY_RELATION = _t("arc_uas_by_relation", PROBE_IDENT + ("relation",), ("n", "uas"),
                          "arc probe: UAS per relation")
 EDGE_WEIGHTS = _t("edge_weights", PROBE_IDENT + ("feature",), ("weight",), "edge probe: coefficients")
+MDL_BLOCKS = _t("mdl_blocks", PROBE_IDENT + ("labels", "block"), ("start", "end", "train_items", "bits"),
+                "relation / edge probe with probe.mdl: the online code's blocks (labels task or control)")
+STRUCTURAL_BY_LENGTH = _t("structural_by_length", PROBE_IDENT + ("metric", "length"), ("value",),
+                          "distance / depth probe: DSpr / NSpr per sentence length (the headline averages 5-50)")
 INSPECT = _t("inspect", ("measure", "sentence", "sentence_id", LAYER, HEAD, "query"),
              ("choice_position", "choice_weight", "word_choice", "is_gold"), "task=inspect: every head's choices")
 SWEEP = _t("sweep", ("job", "task", "probe", "model", "data", LAYER, HEAD, "metric"), ("value",),
@@ -73,9 +77,11 @@ FAILED_JOBS = _t("failed_jobs", ("job", "job_dir"), (), "probing-collect: jobs w
 # ---- probes --------------------------------------------------------------------------------------------
 # The metric each probe reports as its headline (``metrics.json`` -> ``objective``, the dashboard's score).
 PROBE_HEADLINE: dict[ProbeKind, str] = {ProbeKind.relation: "accuracy", ProbeKind.arc: "uas",
-                                        ProbeKind.edge: "roc_auc"}
+                                        ProbeKind.edge: "roc_auc", ProbeKind.distance: "uuas",
+                                        ProbeKind.depth: "root_accuracy"}
 # What the dashboard shows of a probe, headline first.
-PROBE_SHOWN = tuple(PROBE_HEADLINE.values()) + ("control_accuracy", "selectivity", "las", "f1", "macro_f1")
+PROBE_SHOWN = tuple(PROBE_HEADLINE.values()) + ("control_accuracy", "selectivity", "las", "f1", "macro_f1",
+                                                 "dspr", "nspr", "codelength_bits", "compression")
 
 # ---- metrics.json --------------------------------------------------------------------------------------
 METRICS_FILE, RUN_META_FILE = "metrics.json", "run_meta.json"

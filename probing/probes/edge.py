@@ -18,6 +18,7 @@ from probing.probes.baselines import majority_accuracy
 from probing.probes.control import control_edges
 from probing.probes.data import ProbeResult, ProbeSplit, punct_tags, subsample_rows
 from probing.probes.features import HeadSelection, pair_features
+from probing.probes.mdl import mdl_metrics
 from probing.probes.pairs import Words, gold_arcs
 from probing.probes.relation import fit_quietly, make_classifier
 
@@ -88,8 +89,8 @@ def run_edge(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection) -
         "n_train": int(len(ytr)), "n_eval": int(len(yte)), "n_features": int(Xtr.shape[1]),
         "positive_share_train": float(ytr.mean()), "converged": converged,
     }
+    ctr = control_edges(tatr, tbtr, float(ytr.mean()), pcfg.seed) if pcfg.control else None
     if pcfg.control:
-        ctr = control_edges(tatr, tbtr, float(ytr.mean()), pcfg.seed)
         cte = control_edges(tate, tbte, float(ytr.mean()), pcfg.seed)
         if len(np.unique(ctr)) == 2 and len(np.unique(cte)) == 2:
             cmodel, cconv = fit_quietly(make_classifier(pcfg), Xtr, ctr)
@@ -99,5 +100,8 @@ def run_edge(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection) -
             metrics["selectivity"] = metrics["accuracy"] - metrics["control_accuracy"]
             metrics["control_converged"] = cconv
     metrics["objective"] = metrics["roc_auc"]
-    weights = pd.DataFrame({"feature": names, "weight": model[-1].coef_[0]})
-    return ProbeResult(metrics, {"edge_weights": weights})
+    tables = {"edge_weights": pd.DataFrame({"feature": names, "weight": model[-1].coef_[0]})}
+    if pcfg.mdl:  # online codes of the training pairs' labels
+        mdl, tables["mdl_blocks"] = mdl_metrics(lambda: make_classifier(pcfg), Xtr, ytr, ctr, pcfg.seed)
+        metrics.update(mdl)
+    return ProbeResult(metrics, tables)

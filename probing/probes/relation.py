@@ -24,6 +24,7 @@ from probing.probes.baselines import majority_accuracy
 from probing.probes.control import control_relations
 from probing.probes.data import ProbeResult, ProbeSplit, punct_tags, subsample_rows
 from probing.probes.features import HeadSelection, pair_features
+from probing.probes.mdl import mdl_metrics
 from probing.probes.pairs import gold_arcs
 
 
@@ -82,8 +83,8 @@ def run_relation(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelectio
     confusion = pd.DataFrame({"gold": np.asarray(cm_labels)[gi], "predicted": np.asarray(cm_labels)[pi],
                               "count": cm[gi, pi]})
     tables = {"relation_f1": per_rel, "confusion": confusion}
+    ctr = control_relations(tr.word, tr.head_word, ytr, pcfg.seed).astype(str) if pcfg.control else None
     if pcfg.control:
-        ctr = control_relations(tr.word, tr.head_word, ytr, pcfg.seed).astype(str)
         cte = control_relations(te.word, te.head_word, ytr, pcfg.seed).astype(str)
         cmodel, cconv = fit_quietly(make_classifier(pcfg), Xtr, ctr)
         cpred = cmodel.predict(Xte)
@@ -93,6 +94,9 @@ def run_relation(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelectio
         metrics["control_majority_accuracy"] = majority_accuracy(ctr, cte)
         metrics["selectivity"] = metrics["accuracy"] - metrics["control_accuracy"]
         metrics["control_converged"] = cconv
+    if pcfg.mdl:  # online codes of the training arcs' labels
+        mdl, tables["mdl_blocks"] = mdl_metrics(lambda: make_classifier(pcfg), Xtr, ytr, ctr, pcfg.seed)
+        metrics.update(mdl)
     metrics["objective"] = metrics["accuracy"]
     coef = model[-1].coef_
     classes = model.classes_
