@@ -33,8 +33,8 @@ from probing.config import (
 )
 from probing.corpus import Corpus
 from probing.corpus.cache import load_corpus_cached
-from probing.errors import ProbingError
 from probing.encoder import model_label
+from probing.errors import ProbingError
 from probing.extract import Stored, describe_store, ensure_store, store_use, stored
 from probing.probes.arc import run_arc
 from probing.probes.data import ProbeResult, ProbeSplit

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from representations_oracle import check_heads_identity
 from test_store_extract import TEXTS, cfg, corpus
 
 from probing.alignment import pool_vectors
@@ -112,32 +113,6 @@ def test_head_context_vectors_times_w_o_are_the_attention_output(tiny_encoder, t
     c = corpus()
     r = extract(tiny_encoder, c, cfg(tmp_path, representations=[Representation.heads]))
     check_heads_identity(tiny_encoder, r.stores[Representation.heads], c, [SPLIT, 1])
-
-
-def check_heads_identity(encoder: Encoder, store: VectorStore, c, indices, atol=1e-5) -> None:
-    """The identity of :func:`test_head_context_vectors_times_w_o_are_the_attention_output` (shared with
-    the MiniLM integration test)."""
-    layers = encoder.model.encoder.layer
-    for i in indices:
-        tok = encoder.tokenize([c[i].words])[0]
-        outputs = {}
-        hooks = [lay.attention.output.dense.register_forward_hook(
-            lambda mod, args, out, k=k: outputs.__setitem__(k, out)) for k, lay in enumerate(layers)]
-        try:
-            encoder.attention([tok])
-        finally:
-            for h in hooks:
-                h.remove()
-        pos = np.asarray(tok.piece_position)
-        z = store.vectors(i).astype(np.float64)  # (L, H, M, d)
-        for k, lay in enumerate(layers):
-            w = lay.attention.output.dense.weight.detach().double().numpy()  # (D, H*d)
-            b = lay.attention.output.dense.bias.detach().double().numpy()
-            n_heads, d = z.shape[1], z.shape[3]
-            written = np.einsum("hmd,ehd->me", z[k], w.reshape(-1, n_heads, d)) + b  # (M, D)
-            out = outputs[k][0].double().numpy()  # (T, D)
-            expected = np.stack([out[pos == p].mean(0) for p in range(tok.n_positions)])
-            np.testing.assert_allclose(written, expected, atol=atol, rtol=1e-4)
 
 
 def test_resume_and_extend_vector_stores(tiny_encoder, tmp_path, monkeypatch):
