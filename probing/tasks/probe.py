@@ -41,6 +41,7 @@ from probing.probes.data import ProbeResult, ProbeSplit
 from probing.probes.edge import run_edge
 from probing.probes.features import HeadSelection, select_heads, vector_selection
 from probing.probes.relation import run_relation
+from probing.probes.structural_run import run_structural
 from probing.results import read_metrics
 from probing.store import AttentionStore, VectorStore
 from probing.tasks.base import RunOutput, TaskResult
@@ -63,7 +64,11 @@ def _without_new_defaults(section: str, plain: dict) -> dict:
     if section == "model":
         return plain if plain.get("random_init") else {k: v for k, v in plain.items()
                                                        if k not in ("random_init", "seed")}
-    return {k: v for k, v in plain.items() if not (k == "features" and v == "attention")}
+    return {k: v for k, v in plain.items() if not (k in _NEW_PROBE_DEFAULTS and v == _NEW_PROBE_DEFAULTS[k])}
+
+
+# probe keys of issue 11 at the values that leave older results as they were
+_NEW_PROBE_DEFAULTS = {"features": "attention", "mdl": False, "rank": None, "dev_split": None}
 
 
 def config_key(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: ProbeConfig) -> str:
@@ -127,9 +132,27 @@ def load_splits(data: DataConfig, probe: ProbeConfig, extract: ExtractConfig, st
     return sides[0], sides[1], note
 
 
+def load_dev_split(data: DataConfig, probe: ProbeConfig, extract: ExtractConfig, stores: _Stores,
+                   ev: ProbeSplit) -> Optional[ProbeSplit]:
+    """The split that stops a structural probe's training: ``probe.dev_split`` (None, or single-split
+    data: the eval split, returned as None)."""
+    if probe.dev_split is None or DataKind(data.kind) in SINGLE_SPLIT_KINDS:
+        return None
+    if probe.dev_split == probe.eval_split:
+        return ev
+    if probe.dev_split == probe.train_split:
+        raise ProbingError(f"probe.dev_split={probe.dev_split} is the training split: early stopping needs "
+                           "held-out sentences")
+    corpus = load_corpus_cached(data, probe.dev_split, extract.cache_dir)
+    store = stores(corpus)
+    return ProbeSplit(probe.dev_split, corpus, store, store.indices)
+
+
 # The probe of each kind (the results schema names each kind's headline metric).
 RUNNERS: dict[ProbeKind, Callable[[ProbeConfig, ProbeSplit, ProbeSplit, HeadSelection], ProbeResult]] = {
-    ProbeKind.relation: run_relation, ProbeKind.arc: run_arc, ProbeKind.edge: run_edge}
+    ProbeKind.relation: run_relation, ProbeKind.arc: run_arc, ProbeKind.edge: run_edge,
+    ProbeKind.distance: run_structural, ProbeKind.depth: run_structural}
+STRUCTURAL = (ProbeKind.distance, ProbeKind.depth)  # these also take the early-stopping split
 
 
 def heads_label(layer: Optional[int], head: Optional[int]) -> str:
@@ -163,6 +186,8 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
     if features is not Features.attention and kind is ProbeKind.arc:
         raise ProbingError(f"probe=arc reads attention maps: probe.features={features} works with probe=relation "
                            "or probe=edge")
+    if features is Features.attention and kind in STRUCTURAL:
+        raise ProbingError(f"probe={kind} reads word vectors: set probe.features=hidden or heads (and probe.layer)")
     if features is Features.attention and not measure.per_head and probe.head not in (None, 0):
         raise ProbingError(f"probe.measure={measure} has one map per layer: probe.head must be unset or 0, "
                            f"not {probe.head}")
@@ -175,11 +200,13 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
     start = time.perf_counter()
     stores = _Stores(model, extract, reads)
     train, ev, note = load_splits(data, probe, extract, stores)
+    dev = load_dev_split(data, probe, extract, stores, ev) if kind in STRUCTURAL else None
     store = train.store
     try:
         sel = (vector_selection(store, probe.layer, probe.head) if isinstance(store, VectorStore)
                else select_heads(store.num_layers, store.num_heads, probe.layer, probe.head))
-        result = RUNNERS[kind](probe, train, ev, sel)
+        extra = {"dev": dev} if kind in STRUCTURAL else {}
+        result = RUNNERS[kind](probe, train, ev, sel, **extra)
     except ValueError as e:
         raise ProbingError(f"probe={kind}: {e}") from e
     # measure: what the probe read (a measure's maps, or the hidden / heads vectors of probe.features)

@@ -1,0 +1,62 @@
+"""``task=probe probe=distance|depth``: structural probes on one layer's word vectors (``probe.features=hidden``)
+or on head context vectors (``probe.features=heads``: one head, or all heads of ``probe.layer`` side by side).
+
+Trained on the train split, stopped early on ``dev`` (the eval split when there is none), scored on the
+eval split with :func:`probing.probes.structural.score`. Punctuation (``probe.punct_upos``) is left out of
+UUAS and root accuracy when ``probe.exclude_punct`` (Hewitt and Manning's convention); DSpr and NSpr read
+every word, as their code does.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import numpy as np
+import pandas as pd
+
+from probing.probes.data import ProbeResult, ProbeSplit, punct_tags
+from probing.probes.features import HeadSelection, word_vectors
+from probing.probes.structural import Regimen, Sentences, StructuralProbe, score
+from probing.probes.structural_metrics import dspr, nspr, tree_depths, tree_distances
+from probing.store import VectorStore
+
+
+def split_sentences(pcfg: Any, split: ProbeSplit, sel: HeadSelection) -> Sentences:
+    """Every word of the split's sentences with its selected vector, gold head and punctuation mark."""
+    if not isinstance(split.store, VectorStore):
+        raise ValueError(f"probe={pcfg.kind} reads word vectors: set probe.features=hidden or heads")
+    words = split.words(False, punct_tags(pcfg))
+    vectors = word_vectors(split.store, words.sent, words.pos, sel)
+    starts = np.flatnonzero(words.pos == 0)  # rows of one sentence are contiguous, from word 0
+    lengths = words.n[starts]
+    punct = words.punct if pcfg.exclude_punct else np.zeros(len(words), dtype=bool)
+    return Sentences(vectors, starts, lengths, words.head, punct)
+
+
+def by_length(kind: str, pred: list[np.ndarray], data: Sentences) -> pd.DataFrame:
+    """DSpr or NSpr of every sentence length (the headline averages lengths 5-50)."""
+    heads = [data.sentence_heads(s) for s in range(len(data))]
+    if kind == "distance":
+        metric, (_, per) = "dspr", dspr(pred, [tree_distances(h) for h in heads])
+    else:
+        metric, (_, per) = "nspr", nspr(pred, [tree_depths(h) for h in heads])
+    return pd.DataFrame({"metric": metric, "length": list(per), "value": list(per.values())})
+
+
+def run_structural(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection,
+                   dev: Optional[ProbeSplit] = None) -> ProbeResult:
+    """Fit a distance or depth probe (``pcfg.kind``) on ``train``, stop on ``dev`` (None: ``ev``), score ``ev``."""
+    kind = str(pcfg.kind)
+    tr, te = split_sentences(pcfg, train, sel), split_sentences(pcfg, ev, sel)
+    dv = te if dev is None else split_sentences(pcfg, dev, sel)
+    probe = StructuralProbe(kind, Regimen(rank=pcfg.rank, seed=pcfg.seed)).fit(tr, dv)
+    pred = probe.predict(te)
+    metrics: dict[str, Any] = dict(score(kind, pred, te))
+    metrics.update({
+        "n_train": int(len(tr.heads)), "n_eval": int(len(te.heads)), "n_features": int(tr.vectors.shape[1]),
+        "rank": int(probe.probe_.proj.shape[1]), "epochs": int(probe.epochs_),
+        "best_epoch": int(probe.best_epoch_), "dev_loss": float(probe.dev_loss_),
+        "stop_split": ev.name if dev is None else dev.name,
+    })
+    metrics["objective"] = metrics["uuas" if kind == "distance" else "root_accuracy"]
+    return ProbeResult(metrics, {"structural_by_length": by_length(kind, pred, te)})

@@ -1,0 +1,58 @@
+"""task=probe probe=distance|depth (issue 11): structural probes on stored hidden / head vectors, end to end on
+a tiny random BERT; config keys of older probes unchanged by the new keys at their defaults."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from omegaconf import OmegaConf
+from test_heads_task import Recorder
+
+from probing import schema
+from probing.config import DataConfig, DataKind, ExtractConfig, Features, ModelConfig, ProbeConfig, ProbeKind
+from probing.errors import ProbingError
+from probing.results import read_table
+from probing.tasks import probe as probe_task
+from probing.tasks.base import RunOutput
+
+
+def _run(tiny_model_dir, tmp_path, name, **kw):
+    model = ModelConfig(name="tiny", name_or_path=str(tiny_model_dir))
+    data = DataConfig(kind=DataKind.grammar, n_sentences=40)
+    ext = OmegaConf.structured(ExtractConfig(cache_dir=str(tmp_path / "cache"), progress=False))
+    return probe_task.run(model, data, ext, ProbeConfig(**kw), RunOutput(tmp_path / name, Recorder()))
+
+
+def test_distance_and_depth_probes_end_to_end(tiny_model_dir, tmp_path):
+    dist = _run(tiny_model_dir, tmp_path, "dist", kind=ProbeKind.distance, features=Features.hidden, layer=2)
+    m = dist.metrics
+    assert 0.0 <= m["uuas"] <= 1.0 and -1.0 <= m["dspr"] <= 1.0
+    assert m["objective"] == m["uuas"] and m["rank"] == 32 and m["measure"] == "hidden"
+    assert m["stop_split"] == m["eval_split"]  # single-split data: stopped on the held-out part
+    by_len = read_table(tmp_path / "dist", "structural_by_length")
+    assert set(by_len["metric"]) == {"dspr"} and set(by_len.columns) >= set(schema.STRUCTURAL_BY_LENGTH.keys)
+    scores = read_table(tmp_path / "dist", schema.PROBE_SCORES.name).set_index("metric")["value"]
+    assert scores["uuas"] == pytest.approx(m["uuas"])
+    depth = _run(tiny_model_dir, tmp_path, "depth", kind=ProbeKind.depth, features=Features.heads, layer=1,
+                 rank=4)
+    d = depth.metrics
+    assert 0.0 <= d["root_accuracy"] <= 1.0 and d["rank"] == 4 and d["n_features"] == 4 * 8
+    assert d["objective"] == d["root_accuracy"]
+
+
+def test_structural_probe_needs_vectors(tiny_model_dir, tmp_path):
+    with pytest.raises(ProbingError, match="probe=distance reads word vectors: set probe.features=hidden or heads"):
+        _run(tiny_model_dir, tmp_path, "att", kind=ProbeKind.distance, layer=1)
+
+
+def test_new_probe_keys_at_defaults_leave_config_keys_unchanged():
+    m = ModelConfig(name="tiny", name_or_path="/x/tiny")
+    d = DataConfig(kind=DataKind.grammar, n_sentences=40)
+    e = ExtractConfig(cache_dir="c", progress=False)
+    p = ProbeConfig(kind=ProbeKind.relation)
+    plain = probe_task._without_new_defaults("probe", {"mdl": False, "rank": None, "dev_split": None, "C": 1.0})
+    assert plain == {"C": 1.0}
+    key = probe_task.config_key(m, d, e, p)
+    assert probe_task.config_key(m, d, e, replace(p, mdl=True)) != key
+    assert probe_task.config_key(m, d, e, replace(p, rank=8)) != key
