@@ -103,6 +103,34 @@ class TaskName(Choice):
     heads = "heads"
     probe = "probe"
     inspect = "inspect"
+    importance = "importance"
+
+
+class Readout(Choice):
+    """What ``task=importance`` measures when heads are ablated: a frozen ``relation`` probe's accuracy per
+    relation, a frozen ``arc`` probe's UAS, the sentence ``embedding`` (mean of the last hidden state over all
+    positions, specials included; 1 − cosine), or the masked-LM loss (``mlm``, models with an MLM head)."""
+
+    relation = "relation"
+    arc = "arc"
+    embedding = "embedding"
+    mlm = "mlm"
+
+
+class Ablation(Choice):
+    """What replaces an ablated head's context vector: its ``mean`` over the evaluation corpus, or ``zero``."""
+
+    mean = "mean"
+    zero = "zero"
+
+
+class ImportanceMethod(Choice):
+    """``ablation`` (every head, one at a time, and leave-one-layer-in), ``gradient`` (Michel et al. 2019:
+    E|∂L/∂ξ_h|, normalised within each layer), or ``both``."""
+
+    ablation = "ablation"
+    gradient = "gradient"
+    both = "both"
 
 
 class ProbeKind(Choice):
@@ -326,6 +354,35 @@ class InspectConfig:
 
 
 @dataclass
+class ImportanceConfig:
+    """``task=importance``: how much each head matters, by ablation through gates on its context vector
+    (probing.mixing.gates) and by gradient, per relation, beside what it attends to (issue 10)."""
+
+    readout: Readout = Readout.relation
+    ablation: Ablation = Ablation.mean
+    method: ImportanceMethod = ImportanceMethod.both
+    train_split: str = "train"  # the frozen probes are fitted here, on the unablated model
+    eval_split: str = "dev"  # ablations are scored here (data.limit bounds it)
+    train_sentences: Optional[int] = 4000  # first N train sentences for the probe (None: all)
+    C: float = 1.0  # the probes' inverse L2 strength
+    max_iter: int = 500
+    arc_negatives: int = 5  # arc probe: wrong candidate heads drawn per dependent for training
+    min_count: int = 50  # relations with fewer evaluation arcs are not reported (``all`` always is)
+    layer_in: bool = True  # leave-one-layer-in: every head outside one layer ablated
+    pruning: bool = True  # pruning curves (10% steps): gradient, attention accuracy and random orders
+    pruning_step: float = 0.1
+    pruning_seeds: int = 3  # random orders
+    heads_run: Optional[str] = None  # a task=heads run dir whose heads table gives attention accuracy
+    batch_size: int = 32
+    max_batch_tokens: int = 4096  # pieces x sentences per batch, before replication
+    replicas: int = 12  # ablations run together in one replicated pass
+    bootstrap: int = 1000  # resamples of evaluation sentences; 0: no intervals
+    ci: float = 0.95
+    seed: int = 0
+    figures: bool = True
+
+
+@dataclass
 class LoggerConfig:
     """Experiment tracker: ``none`` or ``wandb`` (one run per Hydra job, grouped by experiment / sweep)."""
 
@@ -365,6 +422,7 @@ class RunConfig:
     heads: HeadsConfig = field(default_factory=HeadsConfig)
     probe: ProbeConfig = field(default_factory=ProbeConfig)
     inspect: InspectConfig = field(default_factory=InspectConfig)
+    importance: ImportanceConfig = field(default_factory=ImportanceConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
     report: ReportConfig = field(default_factory=ReportConfig)
 

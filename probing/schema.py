@@ -69,6 +69,16 @@ STRUCTURAL_BY_LENGTH = _t("structural_by_length", PROBE_IDENT + ("metric", "leng
                           "distance / depth probe: DSpr / NSpr per sentence length (the headline averages 5-50)")
 INSPECT = _t("inspect", ("measure", "sentence", "sentence_id", LAYER, HEAD, "query"),
              ("choice_position", "choice_weight", "word_choice", "is_gold"), "task=inspect: every head's choices")
+IMPORTANCE_KEYS = ("model", "corpus", "split", "readout", "ablation")
+IMPORTANCE = _t("importance", IMPORTANCE_KEYS + ("method", "metric", "relation", LAYER, HEAD),
+                ("n", "score", "ci_low", "ci_high"),
+                "task=importance: each head's (method=ablation) or each kept layer's (method=layer_in, head empty) "
+                "score drop and loss change when ablated, and gradient importance (method=gradient)")
+PRUNING = _t("pruning", IMPORTANCE_KEYS + ("order", "seed", "fraction_removed", "relation"), ("heads_removed", "score"),
+             "task=importance: the readout's score as heads are removed in gradient, attention or random order")
+IMPORTANCE_LINK = _t("importance_link", IMPORTANCE_KEYS + ("relation", "direction"),
+                     ("n_heads", "rho", "ci_low", "ci_high"),
+                     "task=importance: Spearman over heads between attention accuracy and ablation importance")
 SWEEP = _t("sweep", ("job", "task", "probe", "model", "data", LAYER, HEAD, "metric"), ("value",),
            "probing-collect: one row per job and headline metric")
 FAILED_JOBS = _t("failed_jobs", ("job", "job_dir"), (), "probing-collect: jobs without metrics.json, and why")

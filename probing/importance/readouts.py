@@ -1,0 +1,197 @@
+"""What is measured of a (gated) pass: per sentence and relation group, ``hits`` (correct arcs, or the cosine
+to the unablated embedding), ``n`` (arcs, or 1) and ``loss`` (summed cross-entropy, or 1 − cosine), so that
+any score over a set of sentences is a ratio of sums (and a bootstrap resample is a weighted sum).
+
+Group 0 is ``all``; the others are the relations of the evaluation corpus (UD labels as they are). A readout
+also gives a differentiable per-sentence loss for gradient importance.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from probing.config import Pooling
+from probing.corpus import Corpus
+from probing.errors import ProbingError
+from probing.importance.inputs import Batch, position_vectors, sentence_embeddings
+from probing.schema import ALL
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Per-replica, per-sentence sums: ``hits`` and ``loss`` ``(R, B, G)``, ``n`` ``(B, G)``."""
+
+    hits: torch.Tensor
+    n: torch.Tensor
+    loss: torch.Tensor
+
+
+class Readout(Protocol):
+    groups: list[str]
+    metric: str  # what score means: accuracy, uas, cosine
+
+    def stats(self, hidden: torch.Tensor, batch: Batch, clean: torch.Tensor) -> Stats: ...
+
+    def loss(self, hidden: torch.Tensor, batch: Batch) -> torch.Tensor: ...
+
+
+@dataclass(frozen=True)
+class Arcs:
+    """The scored arcs of one batch: sentence row ``b``, dependent and head positions, gold probe class
+    (-1: a label the probe never saw) and report group, each ``(A,)``."""
+
+    b: torch.Tensor
+    dep: torch.Tensor
+    head: torch.Tensor
+    label: torch.Tensor
+    group: torch.Tensor
+
+
+def relation_groups(corpus: Corpus) -> list[str]:
+    """``all`` then every relation of the corpus's non-root arcs, sorted."""
+    rels = {r for s in corpus for r, h in zip(s.relations or (), s.heads or ()) if h >= 0}
+    return [ALL] + sorted(rels)
+
+
+def batch_arcs(corpus: Corpus, batch: Batch, classes: dict[str, int], groups: dict[str, int]) -> Arcs:
+    """Every non-root arc of the batch's sentences, as position indices (words start at ``prefix``)."""
+    rows = []
+    for b, (i, pre) in enumerate(zip(batch.sentences, batch.prefix)):
+        s = corpus[int(i)]
+        for w, (h, r) in enumerate(zip(s.heads, s.relations)):
+            if h >= 0:
+                rows.append((b, pre + w, pre + h, classes.get(r, -1), groups[r]))
+    a = torch.tensor(rows, dtype=torch.long).reshape(-1, 5).to(batch.piece_position.device)
+    return Arcs(*a.T)
+
+
+def _group_sums(values: torch.Tensor, arcs: Arcs, b: int, g: int) -> torch.Tensor:
+    """``values (R, A)`` summed per (sentence, group) and into ``all`` (group 0) -> ``(R, B, G)``."""
+    r = values.shape[0]
+    out = torch.zeros(r, b * g, dtype=values.dtype, device=values.device)
+    out.index_add_(1, arcs.b * g + arcs.group, values)
+    out.index_add_(1, arcs.b * g, values)
+    return out.view(r, b, g)
+
+
+def _ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy ``(R, A)`` of ``logits (R, A, C)`` at ``target (A,)``; 0 where the target is -1."""
+    known = target >= 0
+    picked = logits.gather(-1, target.clamp(min=0)[None, :, None].expand(logits.shape[0], -1, 1))[..., 0]
+    return torch.where(known, torch.logsumexp(logits, -1) - picked, torch.zeros_like(picked))
+
+
+class _ArcReadout:
+    """Shared by the relation and arc readouts: arcs of a batch, sums per group."""
+
+    def __init__(self, corpus: Corpus, pooling: Pooling, classes: dict[str, int]):
+        if not corpus.has_trees:
+            raise ProbingError(f"importance readouts relation and arc need gold trees; {corpus.name} has none")
+        self.corpus, self.pooling, self.classes = corpus, Pooling(pooling), classes
+        self.groups = relation_groups(corpus)
+        self._gid = {r: i for i, r in enumerate(self.groups)}
+
+    def arcs(self, batch: Batch) -> Arcs:
+        return batch_arcs(self.corpus, batch, self.classes, self._gid)
+
+    def _vectors(self, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
+        h = hidden if hidden.dtype == torch.float64 else hidden.float()  # half-precision models scored in float32
+        x = position_vectors(h, batch.piece_position, batch.n_positions, self.pooling)
+        return x.view(-1, batch.size, batch.n_positions, x.shape[-1])  # (R, B, M, D)
+
+    def _stats(self, correct: torch.Tensor, ce: torch.Tensor, arcs: Arcs, b: int) -> Stats:
+        g = len(self.groups)
+        n = _group_sums(torch.ones(1, len(arcs.b), device=ce.device), arcs, b, g)[0]
+        return Stats(_group_sums(correct.float(), arcs, b, g), n, _group_sums(ce, arcs, b, g))
+
+
+class RelationReadout(_ArcReadout):
+    """A frozen linear probe from ``[x_dep; x_head]`` (final-layer word vectors) to the UD label."""
+
+    metric = "accuracy"
+
+    def __init__(self, corpus: Corpus, pooling: Pooling, weight: torch.Tensor, bias: torch.Tensor,
+                 classes: list[str]):
+        super().__init__(corpus, pooling, {c: i for i, c in enumerate(classes)})
+        self.weight, self.bias = weight, bias  # (C, 2D), (C,)
+
+    def _logits(self, hidden: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, Arcs]:
+        x, arcs = self._vectors(hidden, batch), self.arcs(batch)
+        feats = torch.cat([x[:, arcs.b, arcs.dep], x[:, arcs.b, arcs.head]], -1)  # (R, A, 2D)
+        w, bias = self.weight.to(feats.device), self.bias.to(feats.device)
+        return feats @ w.T + bias, arcs
+
+    def stats(self, hidden: torch.Tensor, batch: Batch, clean: torch.Tensor) -> Stats:
+        logits, arcs = self._logits(hidden, batch)
+        return self._stats(logits.argmax(-1) == arcs.label, _ce(logits, arcs.label), arcs, batch.size)
+
+    def loss(self, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
+        logits, arcs = self._logits(hidden, batch)
+        out = torch.zeros(batch.size, dtype=logits.dtype, device=logits.device)
+        return out.index_add(0, arcs.b, _ce(logits, arcs.label)[0])
+
+
+class ArcReadout(_ArcReadout):
+    """A frozen probe scoring every word j as the head of word i: ``a·x_i + c·x_j + (e ⊙ x_i)·x_j + β``
+    (a linear model on ``[x_i; x_j; x_i ⊙ x_j]``); the prediction is the best-scoring other word (UAS)."""
+
+    metric = "uas"
+
+    def __init__(self, corpus: Corpus, pooling: Pooling, weight: torch.Tensor, bias: float):
+        super().__init__(corpus, pooling, {})
+        d = weight.shape[0] // 3
+        self.a, self.c, self.e, self.beta = weight[:d], weight[d:2 * d], weight[2 * d:], float(bias)
+
+    def _scores(self, hidden: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, Arcs]:
+        x, arcs = self._vectors(hidden, batch), self.arcs(batch)
+        a, c, e = (v.to(x.device) for v in (self.a, self.c, self.e))
+        xd = x[:, arcs.b, arcs.dep]  # (R, A, D)
+        cand = x[:, arcs.b]  # (R, A, M, D)
+        s = (xd @ a)[..., None] + cand @ c + ((xd * e)[:, :, None, :] * cand).sum(-1) + self.beta
+        pos = torch.arange(batch.n_positions, device=x.device)
+        pre = torch.as_tensor(batch.prefix, device=x.device)[arcs.b, None]
+        nw = torch.as_tensor(batch.n_words, device=x.device)[arcs.b, None]
+        ok = (pos >= pre) & (pos < pre + nw) & (pos != arcs.dep[:, None])  # other words of the sentence
+        return s.masked_fill(~ok, float("-inf")), arcs
+
+    def stats(self, hidden: torch.Tensor, batch: Batch, clean: torch.Tensor) -> Stats:
+        s, arcs = self._scores(hidden, batch)
+        return self._stats(s.argmax(-1) == arcs.head, _ce(s, arcs.head), arcs, batch.size)
+
+    def loss(self, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
+        s, arcs = self._scores(hidden, batch)
+        out = torch.zeros(batch.size, dtype=s.dtype, device=s.device)
+        return out.index_add(0, arcs.b, _ce(s, arcs.head)[0])
+
+
+class EmbeddingReadout:
+    """The sentence embedding (mean of the last hidden state over all positions): cosine to the unablated
+    embedding per sentence (``hits``), ``loss`` 1 − cosine; one group, ``all``."""
+
+    metric = "cosine"
+    groups = [ALL]
+
+    def stats(self, hidden: torch.Tensor, batch: Batch, clean: torch.Tensor) -> Stats:
+        mask = batch.inputs["attention_mask"]
+        e, e0 = sentence_embeddings(hidden.float(), mask), sentence_embeddings(clean.float(), mask)
+        cos = torch.nn.functional.cosine_similarity(e.view(-1, batch.size, e.shape[-1]), e0[None], dim=-1)
+        return Stats(cos[..., None], torch.ones(batch.size, 1, device=cos.device), (1 - cos)[..., None])
+
+    def loss(self, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
+        raise ProbingError("importance.method=gradient with importance.readout=embedding: 1 − cosine to the "
+                           "unablated embedding is at its minimum when no head is ablated, so its gradient is 0; "
+                           "use importance.method=ablation")
+
+
+def mlm_unavailable(model_name: str, architectures: list[str]) -> ProbingError:
+    """The one-line error for ``readout=mlm`` on a model loaded without a masked-LM head."""
+    arch = ", ".join(architectures) or "no architectures listed"
+    if not any("MaskedLM" in a or "PreTraining" in a for a in architectures):
+        return ProbingError(f"importance.readout=mlm: model {model_name} ({arch}) has no masked-LM head; use "
+                            "importance.readout=relation, arc or embedding")
+    return ProbingError(f"importance.readout=mlm: model {model_name} ({arch}) has a masked-LM head, but the "
+                        "encoder loads the base model without it (not supported yet); use relation, arc or "
+                        "embedding")

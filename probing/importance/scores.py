@@ -1,0 +1,107 @@
+"""Gated passes over the evaluation batches: the readout's per-sentence sums for many gate settings at once
+(:func:`evaluate`), and per-sentence gate gradients (:func:`gradients`, Michel et al. 2019).
+
+A gate setting is an ``(L, H)`` array of gates (1 keeps a head, 0 ablates it). Settings are grouped by their
+lowest gated layer k and run ``replicas`` at a time from a cache of the clean pass (layers below k and the
+attention weights of layer k computed once per batch), so ablating each of 72 heads costs well under 72 passes.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator, Optional, Sequence
+
+import numpy as np
+import torch
+
+from probing.importance.inputs import Batch
+from probing.importance.readouts import Readout
+from probing.mixing.gates import LayerCache, gated
+
+
+@dataclass(frozen=True)
+class Sums:
+    """Per-sentence sums over the evaluation batches (sentences in batch order, ``sentences (S,)`` their
+    corpus indices): the unablated ``clean_hits``/``clean_loss``/``n`` ``(S, G)`` and, for each of ``A`` gate
+    settings, ``hits``/``loss`` ``(A, S, G)``."""
+
+    sentences: np.ndarray
+    n: np.ndarray
+    clean_hits: np.ndarray
+    clean_loss: np.ndarray
+    hits: np.ndarray
+    loss: np.ndarray
+
+
+def first_gated_layer(settings: torch.Tensor) -> torch.Tensor:
+    """``(A, L, H)`` -> ``(A,)``: the lowest layer with a gate that is not 1 (``L`` when none is)."""
+    off = (settings != 1).any(-1)  # (A, L)
+    n_layers = settings.shape[1]
+    return torch.where(off.any(-1), off.float().argmax(-1), torch.full_like(off[:, 0], n_layers, dtype=torch.long))
+
+
+def evaluate(model: torch.nn.Module, batches: Sequence[Batch], readout: Readout, settings: torch.Tensor,
+             mean: Optional[torch.Tensor], replicas: int, reuse: bool = True) -> Sums:
+    """The readout's sums for every gate setting of ``settings (A, L, H)`` (``mean (L, H, d)``: mean
+    ablation; None: zero). ``reuse=False`` runs every setting from the embeddings (the slow reference)."""
+    a = settings.shape[0]
+    starts = first_gated_layer(settings)
+    out: dict[str, list] = {k: [] for k in ("n", "ch", "cl", "h", "l")}
+    for batch in batches:
+        cache = LayerCache(model, batch.inputs)
+        clean = readout.stats(cache.output, batch, cache.output)
+        hits = clean.hits.expand(a, -1, -1).clone()
+        loss = clean.loss.expand(a, -1, -1).clone()
+        for k in torch.unique(starts).tolist():
+            if k == settings.shape[1]:
+                continue  # nothing gated: the clean pass
+            idx = torch.nonzero(starts == k)[:, 0]
+            for chunk in idx.split(replicas):
+                g = settings[chunk].to(cache.output.device)
+                with gated(model, g, mean):
+                    if reuse:
+                        hidden = cache.run_from(k, len(chunk))
+                    else:
+                        with torch.inference_mode():
+                            rep = {key: v.repeat(len(chunk), 1) for key, v in batch.inputs.items()}
+                            hidden = model(**rep).last_hidden_state
+                st = readout.stats(hidden, batch, cache.output)
+                hits[chunk.to(hits.device)], loss[chunk.to(loss.device)] = st.hits, st.loss
+        out["n"].append(clean.n.cpu())
+        out["ch"].append(clean.hits[0].cpu())
+        out["cl"].append(clean.loss[0].cpu())
+        out["h"].append(hits.cpu())
+        out["l"].append(loss.cpu())
+    cat0 = lambda xs: torch.cat(xs, 0).double().numpy()  # noqa: E731
+    cat1 = lambda xs: torch.cat(xs, 1).double().numpy()  # noqa: E731
+    return Sums(np.concatenate([b.sentences for b in batches]), cat0(out["n"]), cat0(out["ch"]), cat0(out["cl"]),
+                cat1(out["h"]), cat1(out["l"]))
+
+
+@contextmanager
+def _frozen(model: torch.nn.Module) -> Iterator[None]:
+    """No parameter gradients while the gates' are taken (half the backward pass)."""
+    flags = [p.requires_grad for p in model.parameters()]
+    for p in model.parameters():
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p, f in zip(model.parameters(), flags):
+            p.requires_grad_(f)
+
+
+def gradients(model: torch.nn.Module, batches: Sequence[Batch], readout: Readout, mean: Optional[torch.Tensor],
+              base: torch.Tensor) -> np.ndarray:
+    """``(S, L, H)``: ``|∂L_s/∂ξ_h|`` per sentence s (batch order) at the gates ``base (L, H)``, from one
+    forward and backward pass per batch: every sentence gets its own copy of the gates (a replica of one)."""
+    out = []
+    with _frozen(model), torch.enable_grad():
+        for batch in batches:
+            xi = base.to(batch.piece_position.device).expand(batch.size, -1, -1).clone().requires_grad_(True)
+            with gated(model, xi, mean):
+                hidden = model(**batch.inputs).last_hidden_state
+            (grad,) = torch.autograd.grad(readout.loss(hidden, batch).sum(), xi)
+            out.append(grad.abs().cpu())
+    return torch.cat(out).double().numpy()

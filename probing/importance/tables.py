@@ -1,0 +1,132 @@
+"""Importance scores as tidy rows, with percentile intervals from a bootstrap over evaluation sentences:
+score drops of gate settings (:func:`drop_rows`), normalised gradient importance (:func:`gradient_rows`) and
+the link between attention accuracy and ablation importance (:func:`link_rows`, Spearman over heads).
+
+A resample is a row of sentence counts ``w`` (probing's bootstrap convention), so every resampled score is a
+ratio of weighted sums; nothing is recomputed.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy.stats import rankdata
+
+from probing.importance.scores import Sums
+from probing.schema import ALL
+
+
+def resamples(n_sentences: int, n: int, seed: int) -> np.ndarray:
+    """``(n, S)`` float counts of ``n`` bootstrap resamples of ``S`` sentences (with replacement)."""
+    rng = np.random.default_rng(seed)
+    draws = rng.integers(0, n_sentences, size=(n, n_sentences))
+    return np.stack([np.bincount(d, minlength=n_sentences) for d in draws]).astype(np.float64)
+
+
+def _interval(samples: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
+    lo, hi = np.nanpercentile(samples, [50 * (1 - ci), 50 * (1 + ci)], axis=0)
+    return lo, hi
+
+
+def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, num / np.where(den > 0, den, 1), np.nan)
+
+
+def kept_groups(groups: Sequence[str], n: np.ndarray, min_count: int) -> list[int]:
+    """Indices of the groups with at least ``min_count`` arcs in all (``all`` always)."""
+    tot = n.sum(0)
+    return [g for g, name in enumerate(groups) if name == ALL or tot[g] >= min_count]
+
+
+def _weighted(weights: np.ndarray, sets: np.ndarray) -> np.ndarray:
+    """``weights (n, S)``, ``sets (A, S, G)`` -> ``(n, A, G)`` weighted sums, as one BLAS product."""
+    a, s, g = sets.shape
+    return (weights @ sets.transpose(1, 0, 2).reshape(s, a * g)).reshape(len(weights), a, g)
+
+
+def changes(sums: Sums, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(n, A, G)`` score drop (clean − gated) and loss change (gated − clean) of every setting, for each row
+    of sentence ``weights (n, S)``."""
+    n = weights @ sums.n  # (n, G)
+    score0, loss0 = _ratio(weights @ sums.clean_hits, n), _ratio(weights @ sums.clean_loss, n)
+    return (score0[:, None] - _ratio(_weighted(weights, sums.hits), n[:, None]),
+            _ratio(_weighted(weights, sums.loss), n[:, None]) - loss0[:, None])
+
+
+def drop_rows(sums: Sums, groups: Sequence[str], keep: Sequence[int], labels: Sequence[dict], metric: str,
+              weights: np.ndarray, ci: float) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """One row per setting (``labels[a]``: its layer, head, method) and kept group, for two metrics: the
+    readout score's drop (``<metric>_drop``) and the loss change (``loss_change``). Also returns the point
+    drops ``(A, G)`` and their resamples ``(n, A, G)``."""
+    score, loss = (x[0] for x in changes(sums, np.ones((1, len(sums.sentences)))))
+    if len(weights):
+        s_samp, l_samp = changes(sums, weights)
+        (lo, hi), (llo, lhi) = _interval(s_samp, ci), _interval(l_samp, ci)
+    else:
+        s_samp = np.zeros((0,) + score.shape)
+        lo = hi = llo = lhi = np.full_like(score, np.nan)
+    n = sums.n.sum(0)
+    rows = []
+    for a, lab in enumerate(labels):
+        for g in keep:
+            rows.append({**lab, "relation": groups[g], "metric": f"{metric}_drop", "n": int(n[g]),
+                         "score": score[a, g], "ci_low": lo[a, g], "ci_high": hi[a, g]})
+            rows.append({**lab, "relation": groups[g], "metric": "loss_change", "n": int(n[g]),
+                         "score": loss[a, g], "ci_low": llo[a, g], "ci_high": lhi[a, g]})
+    return pd.DataFrame(rows), score, s_samp
+
+
+def normalised_gradient(grads: np.ndarray, w: Optional[np.ndarray] = None) -> np.ndarray:
+    """``(S, L, H)`` per-sentence |∂L/∂ξ| -> ``(L, H)`` ``E|∂L/∂ξ|`` divided by its L2 norm within each layer
+    (Michel et al. 2019)."""
+    w = np.ones(grads.shape[0]) if w is None else w
+    imp = np.einsum("s,slh->lh", w, grads) / w.sum()
+    norm = np.linalg.norm(imp, axis=1, keepdims=True)
+    return _ratio(imp, norm)
+
+
+def gradient_rows(grads: np.ndarray, weights: np.ndarray, ci: float) -> pd.DataFrame:
+    """One row per head: its normalised gradient importance with a bootstrap interval."""
+    point = normalised_gradient(grads)
+    if len(weights):
+        lo, hi = _interval(np.stack([normalised_gradient(grads, w) for w in weights]), ci)
+    else:
+        lo = hi = np.full_like(point, np.nan)
+    n_layers, n_heads = point.shape
+    return pd.DataFrame([{"layer": layer, "head": h, "method": "gradient", "relation": ALL,
+                          "metric": "gradient", "n": int(grads.shape[0]), "score": point[layer, h],
+                          "ci_low": lo[layer, h], "ci_high": hi[layer, h]}
+                         for layer in range(n_layers) for h in range(n_heads)])
+
+
+def _spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman correlation of ``x (K,)`` with each row of ``y (n, K)`` (average ranks for ties)."""
+    rx = rankdata(x)
+    ry = rankdata(y, axis=-1)
+    rx, ry = rx - rx.mean(), ry - ry.mean(-1, keepdims=True)
+    return _ratio((ry * rx).sum(-1), np.sqrt((rx ** 2).sum() * (ry ** 2).sum(-1)))
+
+
+def link_rows(accuracy: pd.DataFrame, importance: np.ndarray, samples: np.ndarray, groups: Sequence[str],
+              keep: Sequence[int], n_layers: int, n_heads: int, ci: float) -> pd.DataFrame:
+    """For each kept relation and direction of ``accuracy`` (a heads table: relation, direction, layer, head,
+    accuracy): Spearman over heads between attention accuracy and single-head ablation importance
+    ``importance (L·H, G)``, with the interval of its bootstrap ``samples (n, L·H, G)`` (attention accuracy
+    held at its full-sample value)."""
+    rows = []
+    for (rel, direction), t in accuracy.groupby(["relation", "direction"], sort=True):
+        if rel not in groups or groups.index(rel) not in keep:
+            continue
+        g = groups.index(rel)
+        acc = np.full(n_layers * n_heads, np.nan)
+        acc[t["layer"].to_numpy(int) * n_heads + t["head"].to_numpy(int)] = t["accuracy"].to_numpy(float)
+        if np.isnan(acc).any():
+            continue
+        rho = float(_spearman_rows(acc, importance[None, :, g])[0])
+        lo, hi = (_interval(_spearman_rows(acc, samples[:, :, g]), ci) if len(samples) else (np.nan, np.nan))
+        rows.append({"relation": rel, "direction": str(direction), "n_heads": n_layers * n_heads, "rho": rho,
+                     "ci_low": float(lo), "ci_high": float(hi)})
+    return pd.DataFrame(rows, columns=["relation", "direction", "n_heads", "rho", "ci_low", "ci_high"])
