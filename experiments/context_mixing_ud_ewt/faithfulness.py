@@ -1,0 +1,247 @@
+"""Faithfulness of each context-mixing measure to MiniLM's sentence embedding on EWT dev (issue 9, question 3).
+
+For every sentence: each measure's **token importance** of word w is the mean over the rows of its last-layer
+word-level map of column w (rows: every position, [CLS] and [SEP] included, as the embedding pools them);
+the **blank-out drop** of w is ``1 - cos(e(s), e(s without w))``, where ``e`` is MiniLM's last hidden state
+mean-pooled over every position with the attention mask (sentence-transformers' pooling of
+all-MiniLM-L6-v2; its final L2 normalisation does not change a cosine) and "without w" is the sentence's word
+pieces with w's pieces deleted (``--blank remove``: [CLS] and [SEP] stay; each word is tokenised on its own,
+so that is exactly the tokenisation of the sentence without the word) or replaced by one [MASK]
+(``--blank mask``). Spearman's rho per sentence over its words (sentences of at least 3 words; ties get
+average ranks), then the mean over sentences with a percentile bootstrap interval (sentences resampled, the
+same resamples for every row, so differences between rows are paired).
+
+The maps are the library's own: ``probing.extract.word_maps`` (the Encoder's forward pass with
+``probing.mixing``'s hooks, ``mean_sum`` pooling) on length-sorted batches. Rows of the table:
+``attention``: last layer's weights, mean over heads; ``norm``: last layer's ``alpha ||f(x_j)||``, mean over
+heads (rows not renormalised); ``norm_layer``: last layer's ``||sum_h alpha f^h(x_j)||``; ``rollout``: attention
+rollout (0.5 A + 0.5 I) to the last layer; ``alti_rollout``, ``globenc_rollout``, ``value_zeroing_rollout``:
+the rollouts of those per-layer measures to the last layer; ``pieces``: the word's number of word pieces
+(a baseline: deleting more pieces moves a mean more).
+
+    HF_HUB_OFFLINE=1 python experiments/context_mixing_ud_ewt/faithfulness.py            # all of EWT dev
+    HF_HUB_OFFLINE=1 python experiments/context_mixing_ud_ewt/faithfulness.py --blank mask
+
+Writes faithfulness[_mask].md (the table) and faithfulness[_mask].json beside this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from scipy.stats import rankdata
+
+HERE = Path(__file__).parent
+# table row -> measure (last layer, mean over heads for the per-head ones)
+ROWS = {"attention": "attention", "norm": "norm", "norm_layer": "norm_layer", "rollout": "rollout",
+        "alti_rollout": "alti_rollout", "globenc_rollout": "globenc_rollout",
+        "value_zeroing_rollout": "value_zeroing_rollout"}
+MIN_WORDS = 3
+
+
+def length_batches(lengths: np.ndarray, max_tokens: int, max_batch: int) -> list[np.ndarray]:
+    """Indices sorted by length, cut into batches of at most ``max_batch`` items and ``max_tokens`` padded
+    tokens."""
+    order = np.argsort(lengths, kind="stable")
+    out, start = [], 0
+    while start < len(order):
+        end = start + 1
+        while end < len(order) and end - start < max_batch and lengths[order[end]] * (end + 1 - start) <= max_tokens:
+            end += 1
+        out.append(order[start:end])
+        start = end
+    return out
+
+
+@torch.inference_mode()
+def embeddings(model: torch.nn.Module, seqs: list[list[int]], pad_id: int, device: torch.device,
+               max_tokens: int = 8192, max_batch: int = 256) -> np.ndarray:
+    """Mean-pooled last hidden states ``(N, D)`` of token-id sequences (padding masked out of attention and of
+    the mean), in length-sorted batches."""
+    lengths = np.array([len(s) for s in seqs])
+    out = None
+    for idx in length_batches(lengths, max_tokens, max_batch):
+        t = int(lengths[idx].max())
+        ids = torch.full((len(idx), t), pad_id, dtype=torch.long)
+        mask = torch.zeros((len(idx), t), dtype=torch.long)
+        for row, i in enumerate(idx):
+            ids[row, : lengths[i]] = torch.tensor(seqs[i])
+            mask[row, : lengths[i]] = 1
+        hidden = model(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state.float()
+        m = mask.to(hidden.device, hidden.dtype)[..., None]
+        pooled = ((hidden * m).sum(1) / m.sum(1)).cpu().numpy()
+        if out is None:
+            out = np.empty((len(seqs), pooled.shape[1]), dtype=np.float32)
+        out[idx] = pooled
+    return out
+
+
+def cosine_drop(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``1 - cos`` row-wise, in float64."""
+    a, b = a.astype(np.float64), b.astype(np.float64)
+    return 1 - (a * b).sum(-1) / (np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1))
+
+
+def spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Spearman's rho of each row pair of ``(S, n)`` arrays (average ranks for ties); NaN where a row is
+    constant."""
+    rx, ry = rankdata(x, axis=1), rankdata(y, axis=1)
+    rx -= rx.mean(1, keepdims=True)
+    ry -= ry.mean(1, keepdims=True)
+    den = np.sqrt((rx * rx).sum(1) * (ry * ry).sum(1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (rx * ry).sum(1) / den, np.nan)
+
+
+def per_sentence_rho(importance: dict[str, list[np.ndarray]], drops: list[np.ndarray]) -> dict[str, np.ndarray]:
+    """Spearman per sentence for each row, vectorised over the sentences of each length."""
+    n = np.array([len(d) for d in drops])
+    out = {name: np.full(len(drops), np.nan) for name in importance}
+    for length in np.unique(n):
+        idx = np.flatnonzero(n == length)
+        y = np.stack([drops[i] for i in idx])
+        for name, imp in importance.items():
+            out[name][idx] = spearman_rows(np.stack([imp[i] for i in idx]), y)
+    return out
+
+
+def bootstrap(rho: dict[str, np.ndarray], resamples: int, seed: int, ci: float) -> dict[str, dict]:
+    """Mean rho over sentences with a percentile interval; the same resampled sentence sets for every row
+    (sentences where a row is undefined are left out of that row's mean), plus each row's paired difference
+    to ``attention``."""
+    names = list(rho)
+    mat = np.stack([rho[k] for k in names], axis=1)  # (S, K)
+    s = mat.shape[0]
+    idx = np.random.default_rng(seed).integers(0, s, size=(resamples, s))
+    boot = np.nanmean(mat[idx], axis=1)  # (R, K)
+    lo, hi = (1 - ci) / 2 * 100, (1 + ci) / 2 * 100
+    ref = names.index("attention")
+    both = ~np.isnan(mat) & ~np.isnan(mat[:, [ref]])
+    diff = np.where(both, mat - mat[:, [ref]], np.nan)
+    boot_diff = np.nanmean(diff[idx], axis=1)
+    out = {}
+    for k, name in enumerate(names):
+        col = mat[:, k]
+        out[name] = {"mean": float(np.nanmean(col)), "ci": [float(np.percentile(boot[:, k], lo)),
+                                                             float(np.percentile(boot[:, k], hi))],
+                     "median": float(np.nanmedian(col)), "sd": float(np.nanstd(col)),
+                     "sentences": int((~np.isnan(col)).sum()),
+                     "minus_attention": float(np.nanmean(diff[:, k])),
+                     "minus_attention_ci": [float(np.percentile(boot_diff[:, k], lo)),
+                                            float(np.percentile(boot_diff[:, k], hi))]}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", default=os.environ.get("UD_EWT_DIR", "/work/shared/data/ud_english_ewt"))
+    ap.add_argument("--sample", type=int, default=None, help="a seeded sample of this many sentences (default: all)")
+    ap.add_argument("--blank", choices=["remove", "mask"], default="remove")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--batch", type=int, default=32, help="sentences per batch of the measures' pass")
+    ap.add_argument("--bootstrap", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=HERE)
+    args = ap.parse_args()
+
+    from probing.config import Measure, ModelConfig, Pooling
+    from probing.corpus import read_conllu
+    from probing.encoder import load_encoder
+    from probing.extract import word_maps
+
+    corpus = read_conllu(Path(args.dir) / "en_ewt-ud-dev.conllu", split="dev", strict=True)
+    encoder = load_encoder(ModelConfig(device=args.device))
+    tokenized = encoder.tokenize([s.words for s in corpus])
+    usable = [i for i, t in enumerate(tokenized) if not isinstance(t, str) and len(corpus[i]) >= MIN_WORDS]
+    if args.sample is not None and args.sample < len(usable):
+        usable = sorted(np.random.default_rng(args.seed).choice(usable, size=args.sample, replace=False).tolist())
+    toks = [tokenized[i] for i in usable]
+    n_words = [len(corpus[i]) for i in usable]
+    print(f"{len(corpus)} dev sentences, {len(usable)} used (>= {MIN_WORDS} words, tokenisable)", flush=True)
+
+    # ---- importance: the library's maps, last layer, mean over rows ----------------------------------------
+    measures = [Measure(m) for m in dict.fromkeys(ROWS.values())]
+    importance: dict[str, list] = {name: [None] * len(toks) for name in ROWS}
+    importance_weighted: dict[str, list] = {name: [None] * len(toks) for name in ROWS}
+    importance["pieces"] = [None] * len(toks)
+    start = time.perf_counter()
+    lengths = np.array([len(t.input_ids) for t in toks])
+    for idx in length_batches(lengths, 8192, args.batch):
+        maps = word_maps(encoder, [toks[i] for i in idx], Pooling.mean_sum, measures)
+        for b, i in enumerate(idx):
+            t, n = toks[i], n_words[i]
+            counts = np.bincount(t.piece_position, minlength=t.n_positions).astype(np.float64)
+            words = slice(t.prefix, t.prefix + n)
+            for name, m in ROWS.items():
+                last = maps[Measure(m)][b][-1].astype(np.float64).mean(0)  # (M, M): head mean of the last layer
+                importance[name][i] = last.mean(0)[words]
+                importance_weighted[name][i] = (counts @ last / counts.sum())[words]
+            importance["pieces"][i] = counts[words]
+    measure_seconds = time.perf_counter() - start
+    print(f"measures: {measure_seconds:.1f} s", flush=True)
+
+    # ---- blank-out: one pass per (sentence, word), batched ---------------------------------------------------
+    start = time.perf_counter()
+    mask_id = encoder.tokenizer.mask_token_id
+    seqs: list[list[int]] = [list(t.input_ids) for t in toks]
+    owner: list[int] = []
+    for i, t in enumerate(toks):
+        ids, pos = np.array(t.input_ids), np.array(t.piece_position)
+        for k in range(n_words[i]):
+            gone = pos == t.prefix + k
+            if args.blank == "remove":
+                seqs.append(ids[~gone].tolist())
+            else:
+                first = int(np.flatnonzero(gone)[0])
+                seqs.append(np.concatenate([ids[:first], [mask_id], ids[first:][~gone[first:]]]).tolist())
+            owner.append(i)
+    emb = embeddings(encoder.model, seqs, encoder.pad_id, encoder.device)
+    full, variants = emb[: len(toks)], emb[len(toks):]
+    drop_all = cosine_drop(variants, full[np.array(owner)])
+    bounds = np.cumsum([0] + n_words)
+    drops = [drop_all[bounds[i]: bounds[i + 1]] for i in range(len(toks))]
+    blank_seconds = time.perf_counter() - start
+    print(f"blank-out: {len(seqs) - len(toks)} passes, {blank_seconds:.1f} s", flush=True)
+
+    rho = per_sentence_rho(importance, drops)
+    rho_w = per_sentence_rho(importance_weighted, drops)
+    summary = bootstrap(rho, args.bootstrap, args.seed, 0.95)
+    summary_w = bootstrap(rho_w, args.bootstrap, args.seed, 0.95)
+
+    suffix = "" if args.blank == "remove" else "_mask"
+    what = "deleted" if args.blank == "remove" else "replaced by one [MASK]"
+    lines = [f"## Spearman per sentence between token importance and blank-out drop (word {what}), "
+             f"MiniLM, EWT dev\n",
+             f"{len(toks)} sentences of >= {MIN_WORDS} words ({'all usable' if args.sample is None else 'seeded sample'}"
+             f", of {len(corpus)}); mean rho over sentences [95% bootstrap CI, {args.bootstrap} resamples]; "
+             "importance = column mean over all rows of the last-layer word-level map; "
+             "'rows weighted by pieces' weights each row by its position's word pieces (the embedding's own "
+             "mean); Δ = paired difference to `attention`.\n",
+             "| row | mean rho [95% CI] | median | sd | Δ vs attention [95% CI] | rows weighted by pieces | "
+             "sentences |", "|---|---|---|---|---|---|---|"]
+    for name, r in summary.items():
+        w = summary_w.get(name, r)
+        delta = ("" if name == "attention" else
+                 f"{r['minus_attention']:+.3f} [{r['minus_attention_ci'][0]:+.3f}, {r['minus_attention_ci'][1]:+.3f}]")
+        lines.append(f"| {name} | {r['mean']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] | {r['median']:.3f} | "
+                     f"{r['sd']:.3f} | {delta} | {w['mean']:.3f} [{w['ci'][0]:.3f}, {w['ci'][1]:.3f}] | "
+                     f"{r['sentences']} |")
+    lines.append(f"\nmeasures' pass {measure_seconds:.0f} s, blank-out passes {blank_seconds:.0f} s "
+                 f"({len(seqs) - len(toks)} sequences), on {torch.get_num_threads()} threads")
+    table = "\n".join(lines) + "\n"
+    print(table)
+    (args.out / f"faithfulness{suffix}.md").write_text(table)
+    (args.out / f"faithfulness{suffix}.json").write_text(json.dumps(
+        {"blank": args.blank, "sentences": len(toks), "sample": args.sample, "seed": args.seed,
+         "bootstrap": args.bootstrap, "rows": summary, "rows_weighted_by_pieces": summary_w,
+         "seconds": {"measures": measure_seconds, "blank_out": blank_seconds}}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
