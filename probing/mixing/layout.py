@@ -92,8 +92,12 @@ class LayerPieces:
 
     def transformed(self, w: torch.Tensor) -> torch.Tensor:
         """``(B, H, T, D)`` values through a per-head map ``w`` (D, H, d): ``w_o`` with a linear map of the
-        output side folded in costs one projection, where mapping ``f`` after would cost a second pass."""
-        return torch.einsum("bhtd,ehd->bhte", self.values, w)
+        output side folded in costs one projection, where mapping ``f`` after would cost a second pass.
+        Stored head-major (``.transpose(0, 1)`` is contiguous), as the ALTI kernel reads it."""
+        b, n_heads, t, d = self.values.shape
+        per_head = self.values.transpose(0, 1).reshape(n_heads, b * t, d)
+        # one GEMM per head; the result is stored head-major, (H, B, T, D), and viewed as (B, H, T, D)
+        return torch.bmm(per_head, w.permute(1, 2, 0)).view(n_heads, b, t, -1).transpose(0, 1)
 
     @functools.cached_property
     def f_norms(self) -> torch.Tensor:

@@ -135,8 +135,8 @@ def contributions(p: LayerPieces, wanted: Sequence[Measure]) -> dict[Measure, to
         f2, x2 = p.transformed(_centred_map(w1, p.ln2.weight)), _centred(x1, p.ln2.weight)
         sq = _weighted_sq_norms(p.probs, f2)
         diag = torch.diagonal(p.probs, dim1=-2, dim2=-1)  # (B, H, T): α^h_ii
-        cross = 2 * (diag * (f2 * x2[:, None]).sum(-1)).sum(1) + x2.square().sum(-1)  # the residual at i = j
-        sq = sq + torch.diag_embed(cross)
+        cross = 2 * (diag * torch.einsum("bhtd,btd->bht", f2, x2)).sum(1) + x2.square().sum(-1)  # residual, i = j
+        sq.diagonal(dim1=-2, dim2=-1).add_(cross)
         out[Measure.globenc] = normalise_rows(sq.clamp(min=0).sqrt())[:, None]
     return out
 
@@ -150,7 +150,7 @@ def alti_l1_scores(probs: torch.Tensor, f1: torch.Tensor, x1: torch.Tensor, h: t
         used = probs.amax(dim=(1, 2)) > 0  # (B, T): keys some query attends to; padding gets exactly 0
         lengths = (used * torch.arange(1, t + 1)).amax(-1)
         scores = torch.zeros(b, t, t)
-        alti_scores(probs.contiguous().numpy(), f1.contiguous().numpy(), x1.contiguous().numpy(),
+        alti_scores(probs.contiguous().numpy(), f1.transpose(0, 1).contiguous().numpy(), x1.contiguous().numpy(),
                     h.contiguous().numpy(), lengths.numpy(), scores.numpy())
         return scores
     return alti_l1_scores_dense(probs, f1, x1, h)
