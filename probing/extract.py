@@ -392,7 +392,7 @@ def describe_store(report: ExtractReport, corpus: Corpus) -> str:
                      + (f"; resumed after {report.resumed_from} already done" if report.resumed_from else ""))
     for measure, other in report.stores.items():
         if other is not store:
-            held = (f"{'x'.join(map(str, other.layout.lead))} x {other.dim} vectors a word"
+            held = (f"{' x '.join(map(str, other.layout.lead))} vectors of {other.dim} a word"
                     if isinstance(other, VectorStore) else f"{other.num_heads} map(s) per layer")
             lines.append(f"  {measure} store: {other.dir} ({held}, {other.size_bytes() / 2**20:.1f} MiB)")
     skipped = store.skipped
