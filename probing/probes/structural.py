@@ -27,7 +27,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from probing.probes.structural_metrics import dspr, nspr, root_accuracy, tree_depths, tree_distances, uuas
+from probing.probes.structural_metrics import (
+    dspr,
+    many,
+    nspr,
+    padded_tree_depths,
+    padded_tree_distances,
+    root_accuracy,
+    uuas,
+)
 
 MAX_THREADS = 4  # torch threads while a probe trains (Hydra's joblib launcher runs jobs side by side)
 
@@ -131,15 +139,9 @@ def _batches(data: Sentences, kind: str, batch_size: int) -> list[_Batch]:
         cols = np.arange(n)
         mask = cols[None, :] < lens[:, None]
         rows = np.where(mask, data.starts[sents][:, None] + cols[None, :], 0)
-        if kind == "distance":
-            gold = np.zeros((len(sents), n, n), dtype=np.float32)
-            for k, s in enumerate(sents):
-                m = lens[k]
-                gold[k, :m, :m] = tree_distances(data.sentence_heads(s))
-        else:
-            gold = np.zeros((len(sents), n), dtype=np.float32)
-            for k, s in enumerate(sents):
-                gold[k, :lens[k]] = tree_depths(data.sentence_heads(s))
+        heads = np.where(mask, data.heads[rows], -1)
+        fn = padded_tree_distances if kind == "distance" else padded_tree_depths
+        gold = fn(heads, lens).astype(np.float32)
         out.append(_Batch(torch.from_numpy(rows), torch.from_numpy(mask), torch.from_numpy(lens),
                           torch.from_numpy(gold), sents))
     return out
@@ -249,7 +251,7 @@ def score(kind: str, pred: Sequence[np.ndarray], data: Sentences) -> dict[str, f
     heads = [data.sentence_heads(s) for s in range(len(data))]
     punct = [data.sentence_punct(s) for s in range(len(data))]
     if kind == "distance":
-        gold = [tree_distances(h) for h in heads]
+        gold = many(padded_tree_distances, heads)
         return {"uuas": uuas(pred, heads, punct), "dspr": dspr(pred, gold)[0]}
-    gold = [tree_depths(h) for h in heads]
+    gold = many(padded_tree_depths, heads)
     return {"root_accuracy": root_accuracy(pred, heads, punct), "nspr": nspr(pred, gold)[0]}

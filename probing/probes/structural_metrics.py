@@ -22,35 +22,86 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import minimum_spanning_tree, shortest_path
+from scipy.sparse.csgraph import minimum_spanning_tree
 from scipy.stats import rankdata
 
 SPEARMAN_LENGTHS = (5, 50)  # sentence lengths averaged by DSpr and NSpr, inclusive
 
 
+def padded_ancestors(heads: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``A[b, i, k]`` true when word k is word i or one of its ancestors, for a batch of trees padded to
+    ``(B, n)`` (``lengths`` words each, 0-based heads, -1 = root). Then ``|A_i| - 1`` is i's depth and
+    ``|A_i| + |A_j| - 2 |A_i & A_j|`` the path length between i and j (the common ancestors are the LCA's).
+    The loop runs over tree depth, vectorised over every word of the batch."""
+    h = np.asarray(heads, dtype=np.int64)
+    b, n = h.shape
+    lengths = np.asarray(lengths, dtype=np.int64)
+    valid = np.arange(n)[None, :] < lengths[:, None]
+    h = np.where(valid, h, -1)
+    bad = valid & ((h < -1) | (h >= lengths[:, None]) | (h == np.arange(n)[None, :]))
+    roots = ((h == -1) & valid).sum(1)
+    if bad.any() or np.any(roots[lengths > 0] != 1):
+        s = int(np.flatnonzero(bad.any(1) | ((roots != 1) & (lengths > 0)))[0])
+        raise ValueError(f"heads {h[s, :lengths[s]].tolist()} are not a tree with one root")
+    anc = np.zeros((b, n, n), dtype=bool)
+    bi, ii = np.nonzero(valid)
+    anc[bi, ii, ii] = True
+    cur = h.copy()
+    for _ in range(n):
+        bi, ii = np.nonzero(cur >= 0)
+        if len(bi) == 0:
+            return anc
+        anc[bi, ii, cur[bi, ii]] = True
+        cur[bi, ii] = h[bi, cur[bi, ii]]
+    s = int(np.flatnonzero((cur >= 0).any(1))[0])
+    raise ValueError(f"heads {h[s, :lengths[s]].tolist()} are not a tree (some words do not reach the root)")
+
+
+def padded_tree_distances(heads: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Path lengths ``(B, n, n)`` within each padded tree (0 at padding)."""
+    a = padded_ancestors(heads, lengths).astype(np.float32)
+    size = a.sum(-1)
+    common = a @ a.transpose(0, 2, 1)
+    d = size[:, :, None] + size[:, None, :] - 2.0 * common
+    n = a.shape[1]
+    valid = np.arange(n)[None, :] < np.asarray(lengths)[:, None]
+    return np.where(valid[:, :, None] & valid[:, None, :], d, 0).astype(np.int64)
+
+
+def padded_tree_depths(heads: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Depths ``(B, n)`` within each padded tree (the root 0; 0 at padding)."""
+    return np.maximum(padded_ancestors(heads, lengths).sum(-1) - 1, 0).astype(np.int64)
+
+
 def tree_distances(heads: Sequence[int]) -> np.ndarray:
     """Path lengths ``(n, n)`` between every two words of the tree ``heads`` (0-based, -1 = root)."""
     h = np.asarray(heads, dtype=np.int64)
-    n = len(h)
-    if n == 0:
-        return np.zeros((0, 0), dtype=np.int64)
-    if np.count_nonzero(h == -1) != 1 or np.any((h < -1) | (h >= n)) or np.any(h == np.arange(n)):
-        raise ValueError(f"heads {h.tolist()} are not a tree with one root")
-    dep = np.flatnonzero(h >= 0)
-    graph = csr_matrix((np.ones(len(dep)), (dep, h[dep])), shape=(n, n))
-    dist = shortest_path(graph, method="D", directed=False, unweighted=True)
-    if not np.all(np.isfinite(dist)):
-        raise ValueError(f"heads {h.tolist()} are not a tree (some words do not reach the root)")
-    return dist.astype(np.int64)
+    return padded_tree_distances(h[None], np.array([len(h)]))[0]
 
 
 def tree_depths(heads: Sequence[int]) -> np.ndarray:
     """Depth ``(n,)`` of every word: its path length to the root word (the root has depth 0)."""
     h = np.asarray(heads, dtype=np.int64)
-    if len(h) == 0:
-        return np.zeros(0, dtype=np.int64)
-    return tree_distances(h)[int(np.flatnonzero(h == -1)[0])]
+    return padded_tree_depths(h[None], np.array([len(h)]))[0]
+
+
+def many(fn, heads: Sequence[Sequence[int]], chunk: int = 64) -> list[np.ndarray]:
+    """``fn`` (:func:`padded_tree_distances` or :func:`padded_tree_depths`) of many trees, in order:
+    sentences of similar length padded together, ``chunk`` at a time."""
+    lengths = np.array([len(h) for h in heads], dtype=np.int64)
+    out: list[np.ndarray] = [np.zeros(0)] * len(heads)
+    order = np.argsort(lengths, kind="stable")
+    for lo in range(0, len(order), chunk):
+        idx = order[lo:lo + chunk]
+        n = int(lengths[idx].max()) if len(idx) else 0
+        pad = np.full((len(idx), n), -1, dtype=np.int64)
+        for k, s in enumerate(idx):
+            pad[k, :lengths[s]] = heads[s]
+        got = fn(pad, lengths[idx])
+        for k, s in enumerate(idx):
+            m = int(lengths[s])
+            out[s] = got[k, :m, :m] if got.ndim == 3 else got[k, :m]
+    return out
 
 
 def mst_edges(dist: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:

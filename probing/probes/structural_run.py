@@ -17,7 +17,7 @@ import pandas as pd
 from probing.probes.data import ProbeResult, ProbeSplit, punct_tags
 from probing.probes.features import HeadSelection, word_vectors
 from probing.probes.structural import Regimen, Sentences, StructuralProbe, score
-from probing.probes.structural_metrics import dspr, nspr, tree_depths, tree_distances
+from probing.probes.structural_metrics import dspr, many, nspr, padded_tree_depths, padded_tree_distances
 from probing.store import VectorStore
 
 
@@ -37,9 +37,9 @@ def by_length(kind: str, pred: list[np.ndarray], data: Sentences) -> pd.DataFram
     """DSpr or NSpr of every sentence length (the headline averages lengths 5-50)."""
     heads = [data.sentence_heads(s) for s in range(len(data))]
     if kind == "distance":
-        metric, (_, per) = "dspr", dspr(pred, [tree_distances(h) for h in heads])
+        metric, (_, per) = "dspr", dspr(pred, many(padded_tree_distances, heads))
     else:
-        metric, (_, per) = "nspr", nspr(pred, [tree_depths(h) for h in heads])
+        metric, (_, per) = "nspr", nspr(pred, many(padded_tree_depths, heads))
     return pd.DataFrame({"metric": metric, "length": list(per), "value": list(per.values())})
 
 

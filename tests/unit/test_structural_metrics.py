@@ -11,8 +11,11 @@ from probing.probes.structural_metrics import (
     dspr,
     gold_edges,
     length_averaged,
+    many,
     mst_edges,
     nspr,
+    padded_tree_depths,
+    padded_tree_distances,
     root_accuracy,
     spearman_rows,
     tree_depths,
@@ -78,7 +81,18 @@ def test_tree_distances_match_bfs_on_random_trees():
         np.testing.assert_array_equal(tree_distances(heads), bfs_distances(heads))
 
 
-@pytest.mark.parametrize("heads", [[-1, -1], [1, 0], [0, -1, 5]])
+def test_padded_batches_match_bfs_for_every_length():
+    rng = np.random.default_rng(4)
+    trees = [random_tree(rng, int(n)) for n in rng.integers(1, 40, size=150)]
+    dists = many(padded_tree_distances, trees, chunk=16)  # chunks mix lengths: padding must not leak
+    depths = many(padded_tree_depths, trees, chunk=16)
+    for h, d, dep in zip(trees, dists, depths):
+        want = bfs_distances(h)
+        np.testing.assert_array_equal(d, want)
+        np.testing.assert_array_equal(dep, want[int(np.flatnonzero(h == -1)[0])])
+
+
+@pytest.mark.parametrize("heads", [[-1, -1], [1, 0], [0, -1, 5], [-1, 2, 1]])
 def test_tree_distances_reject_non_trees(heads):
     with pytest.raises(ValueError, match="not a tree"):
         tree_distances(heads)
