@@ -19,6 +19,7 @@ Inputs are per-sentence word vectors ``(n_i, dim)`` with their gold heads (0-bas
 from __future__ import annotations
 
 import copy
+import logging
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, Sequence
@@ -36,6 +37,8 @@ from probing.probes.structural_metrics import (
     root_accuracy,
     uuas,
 )
+
+log = logging.getLogger(__name__)
 
 MAX_THREADS = 4  # torch threads while a probe trains (Hydra's joblib launcher runs jobs side by side)
 
@@ -224,6 +227,8 @@ class StructuralProbe:
                 self.train_loss_.append(total / len(train))
                 dev_loss = self._loss(probe, xdev, dv)
                 sched.step(dev_loss)
+                log.info("%s probe epoch %d: train loss %.4f, dev loss %.4f, lr %.0e", self.kind, epoch,
+                         self.train_loss_[-1], dev_loss, opt.param_groups[0]["lr"])
                 if dev_loss < best - r.min_improvement:
                     best, best_state, best_epoch = dev_loss, copy.deepcopy(probe.state_dict()), epoch
                 elif best_epoch < epoch - (r.patience - 1):

@@ -116,3 +116,11 @@ def test_distance_probe_forward_matches_explicit_differences():
     t = x @ probe.proj
     want = ((t[:, :, None, :] - t[:, None, :, :]) ** 2).sum(-1)
     torch.testing.assert_close(probe(x), want, atol=1e-4, rtol=1e-4)
+
+
+def test_every_epoch_is_logged(caplog):
+    train, dev = planted(40, 0, True), planted(20, 1, True)
+    with caplog.at_level("INFO", logger="probing.probes.structural"):
+        StructuralProbe("depth", Regimen(max_epochs=2)).fit(train, dev)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2 and lines[1].startswith("depth probe epoch 1: train loss ")
