@@ -169,6 +169,8 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     one = order_settings([], [0], n_layers, n_heads).expand(n_layers * n_heads, -1, -1).clone()
     one.view(-1, n_layers * n_heads)[flat, flat] = 0
     settings, labels = [one], _labels("ablation", flat // n_heads, flat % n_heads)
+    if not want_ablation:  # the clean pass alone (its score for metrics.json)
+        settings, labels = [one[:0]], []
     if want_ablation and imp.layer_in:
         keep_one = torch.zeros(n_layers, n_layers, n_heads)
         keep_one[torch.arange(n_layers), torch.arange(n_layers)] = 1
@@ -180,7 +182,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     drop_table, drop, drop_samp = drop_rows(sums, groups, keep, labels, readout.metric, weights, imp.ci)
     clean = sums.clean_hits.sum(0) / np.maximum(sums.n.sum(0), 1)
     metrics[f"clean_{readout.metric}"] = float(clean[0])
-    single = drop[: n_layers * n_heads]
+    single = drop[: n_layers * n_heads] if want_ablation else None
     if want_ablation:
         tables.append(drop_table)
     if want_gradient:
@@ -192,7 +194,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     importance = pd.concat([pd.DataFrame({k: [v] * len(importance) for k, v in ident.items()}), importance], axis=1)
     for col in (schema.LAYER, schema.HEAD):
         importance[col] = pd.array(importance[col], dtype="Int64")
-    out.table(schema.IMPORTANCE.name, importance)
+    out.table(schema.IMPORTANCE.name, importance[list(schema.IMPORTANCE.keys) + list(schema.IMPORTANCE.metrics)])
 
     accuracy = None
     if corpus.has_trees and readout_kind is not Readout.embedding or imp.heads_run:
@@ -216,7 +218,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
         seconds["pruning"] = time.perf_counter() - t
         prune = pd.concat([pd.DataFrame({k: [v] * len(prune) for k, v in ident.items()}), prune], axis=1)
         prune["seed"] = pd.array(prune["seed"], dtype="Int64")
-        out.table(schema.PRUNING.name, prune)
+        prune = out.table(schema.PRUNING.name, prune[list(schema.PRUNING.keys) + list(schema.PRUNING.metrics)])
         metrics.update(_bend(prune))
         if imp.figures:
             out.figure(figures.pruning_plot(prune, schema.ALL, readout.metric,
