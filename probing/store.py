@@ -362,6 +362,12 @@ class AttentionStore(ArrayStore):
     kind = "attention store"
     what = "maps"
 
+    def __init__(self, directory: str | Path):
+        super().__init__(directory)
+        if self.layout.positions != 2 or self.layout.tail:
+            raise StoreError(f"{self.dir}: not an attention store (it holds {self.manifest.get('representation')} "
+                             "vectors: open it with VectorStore)")
+
     @property
     def stochastic(self) -> bool:
         """Whether every row sums to 1 (``norm`` and ``norm_layer`` rows are norms, not distributions)."""

@@ -14,7 +14,7 @@ from probing.config import Measure, ModelConfig, Pooling, Representation
 from probing.encoder import Encoder, model_identity
 from probing.errors import StoreError
 from probing.extract import extract, store_dir, store_key
-from probing.store import VectorStore
+from probing.store import AttentionStore, VectorStore
 
 REPS = [Representation.hidden, Representation.heads]
 SPLIT = 5  # "a dog saw the cat on the mat , running happily": two words of two pieces
@@ -65,6 +65,10 @@ def test_one_pass_stores_word_vectors(tiny_encoder, tmp_path):
     assert hid.words(SPLIT).dtype == np.float32 and hid.words(SPLIT, dtype=None).dtype == np.float32
     with pytest.raises(ValueError, match="hidden has no heads"):
         hid.words(SPLIT, 0, 0)
+    with pytest.raises(StoreError, match="not an attention store .it holds hidden vectors"):
+        AttentionStore(hid.dir)
+    with pytest.raises(StoreError, match="not a representation store"):
+        VectorStore(r.store.dir)
     again = extract(tiny_encoder, c, cfg(tmp_path / "all", representations=REPS), reads=Representation.heads)
     assert again.reused and again.store.dir == heads.dir
 

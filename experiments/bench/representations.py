@@ -1,0 +1,89 @@
+"""Storing ``hidden`` and ``heads`` beside the attention maps (issue 11): extraction time and disk size against
+attention-only extraction, side by side in one run, on EWT train sentences with MiniLM.
+
+Each configuration runs in a fresh cache (nothing reused), on the same loaded encoder, in one process, the
+configurations interleaved ``--repeat`` times and the fastest run of each kept (a shared machine's noise only
+slows runs down); model loading is not timed. Prints one JSON line per configuration (wall and process CPU
+seconds, their ratios to attention only, MiB of each store) and one with the disk size of the whole of EWT train, computed exactly
+from its sentences' lengths (float16: ``(L+1)·M·D`` + ``L·H·M·d`` values against ``L·H·M²`` for the maps, M
+positions a sentence). Target: attention + hidden + heads at most 1.2x attention only.
+
+    HF_HUB_OFFLINE=1 python experiments/bench/representations.py --limit 200 --repeat 4
+
+Measured 2026-12-01 on the shared 2-core machine (load average 9-10: other agents' jobs), first 200 EWT train
+sentences, fastest of 4 interleaved runs: attention only 13.6 s (6.5 CPU s); + hidden 1.20x; + heads 1.20x;
++ hidden + heads 1.03x wall, 1.02x CPU. Two earlier runs of the same script gave 1.16x (300 sentences, 3
+runs, wall only) and 1.51x wall / 1.49x CPU (200 sentences, 3 runs) for hidden + heads: the noise is larger than
+the cost. A breakdown in one process (160 sentences, batches of 32, CPU s): forward pass with the last FFN 7.1,
+pooling the maps 0.39 and writing them 0.21; the context vectors' stack 0.21, pooling 0.14 and writing 0.10;
+the hidden states' pooling 0.17 and writing 0.12, so the vectors add about 10% beside the last FFN block
+(skipped for attention alone: two thirds of one of six layers, about a ninth of the FLOPs). Stores of the 200 sentences: attention
+22.2 MiB, hidden 24.4 MiB, heads 20.9 MiB; all of EWT train (12,544 sentences) in float16: attention 0.82 GiB,
+hidden 1.15 GiB, heads 0.99 GiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+CONFIGS = [[], ["hidden"], ["heads"], ["hidden", "heads"]]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--limit", type=int, default=1000, help="first N sentences of EWT train")
+    ap.add_argument("--dir", default=os.environ.get("UD_EWT_DIR", "../shared/data/ud_english_ewt"))
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=32)
+    args = ap.parse_args()
+
+    import numpy as np
+    import torch
+
+    from probing.config import ExtractConfig, ModelConfig, Representation
+    from probing.corpus import read_conllu
+    from probing.encoder import load_encoder
+    from probing.extract import extract
+
+    full = read_conllu(Path(args.dir) / "en_ewt-ud-train.conllu", split="train", strict=True)
+    corpus = full.head(args.limit)
+    encoder = load_encoder(ModelConfig(device=args.device))
+    extract(encoder, corpus.head(8), ExtractConfig(cache_dir=tempfile.mkdtemp(), progress=False))  # warm-up
+    best = [float("inf")] * len(CONFIGS)
+    cpu = [float("inf")] * len(CONFIGS)  # this process's CPU seconds: less sensitive to other jobs than wall time
+    sizes: list[dict] = [{} for _ in CONFIGS]
+    n = 0
+    for _ in range(args.repeat):
+        for k, reps in enumerate(CONFIGS):
+            cfg = ExtractConfig(cache_dir=tempfile.mkdtemp(), progress=False, batch_size=args.batch_size,
+                                representations=[Representation(r) for r in reps])
+            start, start_cpu = time.perf_counter(), time.process_time()
+            report = extract(encoder, corpus, cfg)
+            best[k] = min(best[k], time.perf_counter() - start)
+            cpu[k] = min(cpu[k], time.process_time() - start_cpu)
+            n = len(report.store)
+            sizes[k] = {str(name): round(s.size_bytes() / 2**20, 1) for name, s in report.stores.items()}
+    for k, reps in enumerate(CONFIGS):
+        print(json.dumps({"representations": reps, "sentences": n, "seconds": round(best[k], 2),
+                          "sentences_per_s": round(n / best[k], 1), "ratio_to_attention": round(best[k] / best[0], 3),
+                          "cpu_seconds": round(cpu[k], 2), "cpu_ratio_to_attention": round(cpu[k] / cpu[0], 3),
+                          "store_mib": sizes[k]}), flush=True)
+    # the whole of EWT train on disk, float16, from its sentences' position counts (MiniLM: [CLS] ... [SEP])
+    m = np.array([t.n_positions for t in encoder.tokenize([s.words for s in full])
+                  if not isinstance(t, str)], dtype=np.int64)
+    n_layers, n_heads, width = encoder.num_layers, encoder.num_heads, encoder.hidden_size
+    gib = {"attention": float(n_layers * n_heads * (m**2).sum()), "hidden": float((n_layers + 1) * width * m.sum()),
+           "heads": float(n_layers * width * m.sum())}
+    print(json.dumps({"ewt_train_sentences": int(len(m)), "device": args.device,
+                      "torch_threads": torch.get_num_threads(),
+                      "ewt_train_float16_gib": {k: round(2 * v / 2**30, 3) for k, v in gib.items()}}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
