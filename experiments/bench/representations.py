@@ -17,9 +17,9 @@ runs, wall only) and 1.51x wall / 1.49x CPU (200 sentences, 3 runs) for hidden +
 the cost. A breakdown in one process (160 sentences, batches of 32, CPU s): forward pass with the last FFN 7.1,
 pooling the maps 0.39 and writing them 0.21; the context vectors' stack 0.21, pooling 0.14 and writing 0.10;
 the hidden states' pooling 0.17 and writing 0.12, so the vectors add about 10% beside the last FFN block
-(skipped for attention alone: two thirds of one of six layers, about a ninth of the FLOPs). Stores of the 200 sentences: attention
-22.2 MiB, hidden 24.4 MiB, heads 20.9 MiB; all of EWT train (12,544 sentences) in float16: attention 0.82 GiB,
-hidden 1.15 GiB, heads 0.99 GiB.
+(skipped for attention alone: two thirds of one of six layers, about a ninth of the FLOPs). Stores of the
+200 sentences: attention 22.2 MiB, hidden 24.4 MiB, heads 20.9 MiB; all of EWT train (12,544 sentences) in
+float16: attention 0.82 GiB, hidden 1.15 GiB, heads 0.99 GiB.
 """
 
 from __future__ import annotations
