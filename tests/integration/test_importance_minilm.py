@@ -1,0 +1,83 @@
+"""`probing task=importance` with MiniLM on a slice of EWT dev (the relation probe fitted on a slice of EWT
+train), end to end through the CLI with the offline wandb logger: every table as the schema names it, the
+headline in metrics.json, and the link recomputed from the written tables with scipy."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.stats import spearmanr
+
+from probing import schema
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_importance_minilm_ewt(ewt_dir, tmp_path):
+    cache = os.environ.get("PROBING_CACHE_DIR", str(tmp_path / "cache"))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PROBING_CACHE_DIR": cache, "WANDB_MODE": "offline"}
+    run_dir = tmp_path / "run"
+    args = ["task=importance", "data=ud_ewt", f"data.dir={ewt_dir}", "data.limit=12", "logger=wandb",
+            "logger.mode=offline", "importance.train_sentences=100", "importance.max_iter=100", "importance.bootstrap=40",
+            "importance.pruning_step=0.5", "importance.pruning_seeds=1", "importance.min_count=10",
+            "extract.progress=false", f"hydra.run.dir={run_dir}"]
+    r = subprocess.run([sys.executable, "-m", "probing.cli", *args], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "importance: relation readout, mean ablation, 12 sentences" in r.stdout + r.stderr
+
+    imp = pd.read_csv(run_dir / "importance.csv")
+    assert list(imp.columns) == list(schema.IMPORTANCE.keys) + list(schema.IMPORTANCE.metrics)
+    assert (imp[["readout", "ablation"]] == ["relation", "mean"]).all().all()
+    one = imp[(imp.method == "ablation") & (imp.metric == "accuracy_drop")]
+    assert len(one[one.relation == "all"]) == 72
+    assert len(imp[(imp.method == "layer_in") & (imp.metric == "accuracy_drop") & (imp.relation == "all")]) == 6
+    grad = imp[imp.method == "gradient"]
+    assert len(grad) == 72
+    norms = grad.groupby("layer")["score"].apply(lambda s: float(np.sqrt((s ** 2).sum())))
+    np.testing.assert_allclose(norms.to_numpy(), 1, rtol=1e-6)  # normalised within each layer
+    assert (one.ci_low <= one.ci_high).all()
+
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    top = one[one.relation == "all"].sort_values("score", ascending=False, kind="stable").iloc[0]
+    assert metrics["most_important_all"] == f"L{int(top['layer'])}H{int(top['head'])}"
+    assert metrics["most_important_all_drop"] == pytest.approx(top["score"])
+    assert 0 < metrics["clean_accuracy"] <= 1
+
+    prune = pd.read_csv(run_dir / "pruning.csv")
+    p_all = prune[prune.relation == "all"]
+    assert set(p_all.order) == {"gradient", "attention", "random"}
+    assert sorted(p_all.fraction_removed.unique()) == [0.0, 0.5, 1.0]
+    start = p_all[p_all.fraction_removed == 0].score
+    np.testing.assert_allclose(start, metrics["clean_accuracy"])
+    assert p_all[p_all.fraction_removed == 1].score.nunique() == 1  # every order ends with no head left
+
+    # the link, recomputed from the heads accuracy the run computed and the importance it wrote
+    link = pd.read_csv(run_dir / "importance_link.csv")
+    row = link[(link.relation == "all") & (link.direction == "dep_to_head")].iloc[0]
+    assert row.ci_low <= row.rho <= row.ci_high
+    assert (run_dir / "figures" / "importance_all.png").is_file()
+    assert (run_dir / "figures" / "pruning_all.png").is_file()
+    assert list((run_dir / "wandb").glob("offline-run-*"))
+    # independent check of rho: the heads table of a task=heads run over the same sentences
+    heads_dir = tmp_path / "heads"
+    r = subprocess.run([sys.executable, "-m", "probing.cli", "task=heads", "data=ud_ewt", f"data.dir={ewt_dir}",
+                        "data.split=dev", "data.limit=12", "heads.bootstrap=0", "heads.min_count=1",
+                        "heads.patterns=false", "heads.distances=false", "heads.trees=false", "heads.figures=false",
+                        "report.enabled=false", "extract.progress=false", f"hydra.run.dir={heads_dir}"],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    heads = pd.read_csv(heads_dir / "heads.csv")
+    acc = heads[(heads.label_set == "as_is") & (heads.relation == "all") & (heads.direction == "dep_to_head")]
+    both = acc.merge(one[one.relation == "all"], on=["layer", "head"])
+    assert len(both) == 72
+    assert row.rho == pytest.approx(spearmanr(both.accuracy, both.score)
+                                    .statistic, abs=1e-9)
