@@ -383,7 +383,8 @@ def describe_store(report: ExtractReport, corpus: Corpus) -> str:
     lines = [
         f"{store.measure} store: {store.dir}",
         f"  {'reused (already built)' if report.reused else 'built'}: {len(store)} of {store.n_sentences} sentences"
-        f" from {corpus.name} {corpus.split}, {store.num_layers} layers x {store.num_heads} heads,"
+        f" from {corpus.name} {corpus.split}, {store.num_layers} layers x {store.num_heads} heads"
+        + (f" x {store.dim}-dim vectors a word," if isinstance(store, VectorStore) else ",") +
         f" {store.manifest['store_dtype']}, {store.size_bytes() / 2**20:.1f} MiB on disk",
     ]
     if not report.reused:
