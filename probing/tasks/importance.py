@@ -196,6 +196,8 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
         importance[col] = pd.array(importance[col], dtype="Int64")
     out.table(schema.IMPORTANCE.name, importance[list(schema.IMPORTANCE.keys) + list(schema.IMPORTANCE.metrics)])
 
+    if want_ablation:
+        metrics.update(_headline(single, groups, keep, None, n_heads))
     accuracy = None
     if corpus.has_trees and readout_kind is not Readout.embedding or imp.heads_run:
         t = time.perf_counter()
@@ -204,9 +206,9 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     if accuracy is not None and want_ablation:
         link = link_rows(accuracy, single, drop_samp[:, : n_layers * n_heads], groups, keep, n_layers, n_heads,
                          imp.ci)
+        metrics.update(_headline(single, groups, keep, accuracy, n_heads))
         out.table(schema.IMPORTANCE_LINK.name, link.assign(**ident)[list(schema.IMPORTANCE_LINK.keys)
                                                                     + list(schema.IMPORTANCE_LINK.metrics)])
-        metrics.update(_headline(single, groups, keep, accuracy, n_heads))
         if imp.figures:
             pts = _points(accuracy, single, groups, keep, n_heads)
             for p in figures.link_scatter(pts, link, n_layers, f"{model.name} · {corpus.name} {corpus.split}",
@@ -237,10 +239,11 @@ def _points(accuracy: pd.DataFrame, single: np.ndarray, groups, keep, n_heads: i
     return t
 
 
-def _headline(single: np.ndarray, groups, keep, accuracy: pd.DataFrame, n_heads: int) -> dict:
-    """The most important head per relation, with its drop and its best attention accuracy."""
+def _headline(single: np.ndarray, groups, keep, accuracy: Optional[pd.DataFrame], n_heads: int) -> dict:
+    """The most important head per relation, with its drop and (when known) its best attention accuracy."""
     out = {}
-    acc = accuracy.groupby(["relation", "layer", "head"])["accuracy"].max()
+    acc = (accuracy.groupby(["relation", "layer", "head"])["accuracy"].max() if accuracy is not None
+           else pd.Series(dtype=float))
     for g in keep:
         i = int(np.nanargmax(single[:, g]))
         layer, head = divmod(i, n_heads)
