@@ -65,3 +65,40 @@ def alti_scores(probs: np.ndarray, f: np.ndarray, x: np.ndarray, h: np.ndarray,
                 for d in range(width):
                     dist += abs(u[r, d])
                 out[b, i0 + r, j] = max(np.float32(0.0), h_l1[b, i0 + r] - dist)
+
+
+@njit(parallel=True, fastmath=True, cache=True)
+def head_grams(values: np.ndarray, w: np.ndarray, lengths: np.ndarray, out: np.ndarray) -> None:
+    """``out[b, j, h, k] = <W_h v^h_j, W_k v^k_j>`` for ``j < lengths[b]`` (others left as they are).
+
+    ``values`` (B, H, T, d); ``w`` (H, d, D): head h's map from its d values to the model width; ``out``
+    (B, T, H, H); float32, C-contiguous. Each piece's (H, D) block of mapped values is formed in cache and
+    reduced to its Gram matrix at once: in torch the (B, H, T, D) block is written out first, a GEMM with
+    K = d that is bound by that write (three of them cost most of a forward pass)."""
+    n_batch, n_heads, n_pos, dim = values.shape
+    width = w.shape[2]
+    for bj in prange(n_batch * n_pos):
+        b = bj // n_pos
+        j = bj - b * n_pos
+        if j >= lengths[b]:
+            continue
+        mapped = np.zeros((n_heads, width), np.float32)
+        for k in range(n_heads):
+            c = 0
+            while c + 4 <= dim:  # four value components per pass over the row (the loop is load-bound)
+                a0, a1, a2, a3 = values[b, k, j, c], values[b, k, j, c + 1], values[b, k, j, c + 2], values[b, k, j, c + 3]
+                for e in range(width):
+                    mapped[k, e] += a0 * w[k, c, e] + a1 * w[k, c + 1, e] + a2 * w[k, c + 2, e] + a3 * w[k, c + 3, e]
+                c += 4
+            while c < dim:
+                a = values[b, k, j, c]
+                for e in range(width):
+                    mapped[k, e] += a * w[k, c, e]
+                c += 1
+        for h in range(n_heads):
+            for k in range(h, n_heads):
+                s = np.float32(0.0)
+                for e in range(width):
+                    s += mapped[h, e] * mapped[k, e]
+                out[b, j, h, k] = s
+                out[b, j, k, h] = s

@@ -14,6 +14,7 @@ import torch
 
 from probing.config import Measure
 from probing.mixing.kernels import alti_scores
+from probing.mixing.kernels import head_grams as kernel_head_grams
 from probing.mixing.layout import LayerPieces
 
 # elements of one (B, rows, T, D) block of token vectors; 2**25 float32 = 128 MiB
@@ -59,17 +60,41 @@ def norm(p: LayerPieces) -> torch.Tensor:
 
 
 # ---- per layer ------------------------------------------------------------------------------------------
-def _weighted_sq_norms(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """``||Σ_h α^h_ij u^h_j||^2`` (B, T, T) from the heads' Gram matrix per piece, ``Σ_{h,k} α^h α^k <u^h_j,
-    u^k_j>``: O(T^2 H^2) instead of materialising the (B, T, T, D) sums."""
-    gram = torch.einsum("bhjd,bkjd->bjhk", u, u)  # (B, T, H, H)
+def head_grams(p: LayerPieces, w: torch.Tensor) -> torch.Tensor:
+    """``(B, T, H, H)``: ``<u^h_j, u^k_j>`` for every piece j and pair of heads, ``u^h_j = W_h v^h_j`` with
+    ``w`` (D, H, d) (``w_o``, or ``w_o`` with LayerNorm maps folded in). Compiled on CPU (the (B, H, T, D)
+    vectors stay in cache), from :meth:`~probing.mixing.layout.LayerPieces.transformed` elsewhere."""
+    if p.values.device.type == "cpu":
+        b, n_heads, t, _ = p.values.shape
+        gram = torch.zeros(b, t, n_heads, n_heads)
+        kernel_head_grams(p.values.contiguous().numpy(), w.permute(1, 2, 0).contiguous().numpy(),
+                          key_lengths(p.probs).numpy(), gram.numpy())
+        return gram
+    return head_grams_dense(p, w)
+
+
+def head_grams_dense(p: LayerPieces, w: torch.Tensor) -> torch.Tensor:
+    """:func:`head_grams` in torch, on any device (padding included)."""
+    u = p.transformed(w)
+    return torch.einsum("bhjd,bkjd->bjhk", u, u)
+
+
+def key_lengths(probs: torch.Tensor) -> torch.Tensor:
+    """(B,) pieces up to the last key that some query attends to (padding gets weight exactly 0)."""
+    used = probs.amax(dim=(1, 2)) > 0
+    return (used * torch.arange(1, probs.shape[-1] + 1, device=probs.device)).amax(-1)
+
+
+def _weighted_sq_norms(probs: torch.Tensor, gram: torch.Tensor) -> torch.Tensor:
+    """``||Σ_h α^h_ij u^h_j||^2`` (B, T, T) from the heads' Gram matrix per piece (:func:`head_grams`),
+    ``Σ_{h,k} α^h α^k <u^h_j, u^k_j>``: O(T^2 H^2) instead of materialising the (B, T, T, D) sums."""
     left = torch.einsum("bhij,bjhk->bijk", probs, gram)  # (B, T, T, H)
     return (left * probs.permute(0, 2, 3, 1)).sum(-1)
 
 
 def norm_layer(p: LayerPieces) -> torch.Tensor:
     """``||Σ_h α^h_ij f^h(x_j)||``, the heads' output for piece j seen from query i."""
-    return _weighted_sq_norms(p.probs, p.f).clamp(min=0).sqrt()[:, None]
+    return _weighted_sq_norms(p.probs, head_grams(p, p.w_o)).clamp(min=0).sqrt()[:, None]
 
 
 def _centred(v: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
@@ -118,24 +143,27 @@ def contributions(p: LayerPieces, wanted: Sequence[Measure]) -> dict[Measure, to
     ``h_i = Σ_j T_i(v_ij) + T_i(b_O) + β``; the bias terms belong to no token, as in Ferrando et al.'s code.
     ALTI (Ferrando et al. 2022): ``max(0, ||h_i||_1 - ||h_i - T_i(v_ij)||_1)``, rows normalised.
     GlobEnc (Modarressi et al. 2022): ``T_ij`` carried through LN2 the same way, scored by its norm, rows
-    normalised. Centring and gains are linear, so they are applied to ``f`` and ``x`` (O(T D)) rather than to
-    the (B, T, T, D) vectors; a row's common factor (``s_i``, and LN2's scale, which the FFN sets) cancels
+    normalised. Centring and gains are linear, so they are folded into ``W_O`` and applied to ``x`` (O(T D))
+    rather than to the (B, T, T, D) vectors; a row's common factor (``s_i``, and LN2's scale, which the FFN sets) cancels
     when the row is normalised, so GlobEnc's norms come from Gram matrices and never need the vectors.
     """
     wanted = {Measure(m) for m in wanted}
     out = {}
     w1 = _centred_map(p.w_o, p.ln1.weight)
-    f1, x1 = p.transformed(w1), _centred(p.x, p.ln1.weight)  # T_i(v_ij) = s_i (Σ α f1 + [i=j] x1)
+    x1 = _centred(p.x, p.ln1.weight)  # T_i(v_ij) = s_i (Σ α f1 + [i=j] x1), f1 = values through w1
     if Measure.alti in wanted:
+        f1 = p.transformed(w1)
         pre = _pre_ln1(p)
-        s1 = p.ln1.scale(pre)
-        h = (p.ln1.linear(pre, s1) + p.ln1.bias) / s1  # h_i / s_i (B, T, D)
+        centred = pre - pre.mean(-1, keepdim=True)
+        s1 = torch.rsqrt(centred.square().mean(-1, keepdim=True) + p.ln1.eps)  # LN1's scale
+        h = p.ln1.weight * centred + p.ln1.bias / s1  # h_i / s_i (B, T, D)
         out[Measure.alti] = normalise_rows(alti_l1_scores(p.probs, f1, x1, h))[:, None]
     if Measure.globenc in wanted:
-        f2, x2 = p.transformed(_centred_map(w1, p.ln2.weight)), _centred(x1, p.ln2.weight)
-        sq = _weighted_sq_norms(p.probs, f2)
+        w2, x2 = _centred_map(w1, p.ln2.weight), _centred(x1, p.ln2.weight)
+        sq = _weighted_sq_norms(p.probs, head_grams(p, w2))
         diag = torch.diagonal(p.probs, dim1=-2, dim2=-1)  # (B, H, T): α^h_ii
-        cross = 2 * (diag * torch.einsum("bhtd,btd->bht", f2, x2)).sum(1) + x2.square().sum(-1)  # residual, i = j
+        f2_x2 = (p.values * torch.einsum("bte,ehd->bhtd", x2, w2)).sum(-1)  # <W2_h v^h_j, x2_j> (B, H, T)
+        cross = 2 * (diag * f2_x2).sum(1) + x2.square().sum(-1)  # the residual, at i = j
         sq.diagonal(dim1=-2, dim2=-1).add_(cross)
         out[Measure.globenc] = normalise_rows(sq.clamp(min=0).sqrt())[:, None]
     return out
@@ -147,8 +175,7 @@ def alti_l1_scores(probs: torch.Tensor, f1: torch.Tensor, x1: torch.Tensor, h: t
     elsewhere."""
     b, t, _ = x1.shape
     if probs.device.type == "cpu":
-        used = probs.amax(dim=(1, 2)) > 0  # (B, T): keys some query attends to; padding gets exactly 0
-        lengths = (used * torch.arange(1, t + 1)).amax(-1)
+        lengths = key_lengths(probs)
         scores = torch.zeros(b, t, t)
         alti_scores(probs.contiguous().numpy(), f1.transpose(0, 1).contiguous().numpy(), x1.contiguous().numpy(),
                     h.contiguous().numpy(), lengths.numpy(), scores.numpy())

@@ -279,3 +279,23 @@ def test_alti_kernel_equals_torch_form_and_skips_padding():
     torch.testing.assert_close(fast[1, :5, :5], dense[1, :5, :5], atol=1e-4, rtol=1e-4)
     assert fast[1, 5:].abs().sum() == 0 and fast[1, :, 5:].abs().sum() == 0
     assert (dense[0] > 0).float().mean() > 0.1  # a real test: some pairs score above the clip
+
+
+def test_head_grams_kernel_equals_torch_form():
+    """The compiled Gram matrices of the heads' mapped values equal the torch form on real pieces (sentence 1
+    has 4 of 6 pieces) and are zero for padding; they give norm_layer its values."""
+    g = torch.Generator().manual_seed(5)
+    b, h, t, d, width = 2, 3, 6, 4, 10
+    scores = torch.randn(b, h, t, t, generator=g)
+    scores[1, :, :, 4:] = float("-inf")
+    ones, zeros = torch.ones(width), torch.zeros(width)
+    p = LayerPieces(x=torch.randn(b, t, width, generator=g), probs=scores.softmax(-1),
+                    values=torch.randn(b, h, t, d, generator=g), w_o=torch.randn(width, h, d, generator=g),
+                    b_o=zeros, ln1=Norm(ones, zeros, 1e-5), ln2=Norm(ones, zeros, 1e-5), ffn=torch.zeros_like)
+    fast, dense = M.head_grams(p, p.w_o), M.head_grams_dense(p, p.w_o)
+    torch.testing.assert_close(fast[0], dense[0], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(fast[1, :4], dense[1, :4], atol=1e-4, rtol=1e-4)
+    assert fast[1, 4:].abs().sum() == 0 and dense[1, 4:].abs().sum() > 0
+    # norm_layer against the explicit sum of vectors
+    mixed = torch.einsum("bhij,bhjd->bijd", p.probs, p.f)
+    torch.testing.assert_close(M.norm_layer(p)[:, 0], mixed.norm(dim=-1), atol=1e-4, rtol=1e-4)
