@@ -40,7 +40,9 @@ from probing.probes.structural_metrics import (
 
 log = logging.getLogger(__name__)
 
-MAX_THREADS = 4  # torch threads while a probe trains (Hydra's joblib launcher runs jobs side by side)
+# torch threads while a probe trains. One: sweeps run jobs side by side, and on the shared 2-core machine a training
+# step with 2 threads beside other busy processes took 7x longer than with 1 (600 vs 83 ms, threads spin-waiting)
+MAX_THREADS = 1
 
 
 @dataclass(frozen=True)
