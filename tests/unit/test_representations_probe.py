@@ -86,6 +86,10 @@ def test_probe_task_on_vector_features(tiny_model_dir, tmp_path):
     one = _run(tiny_model_dir, tmp_path, "head", kind=ProbeKind.edge, features=Features.heads, layer=1, head=3)
     assert one.metrics["n_features"] == 3 * 8 and one.metrics["heads"] == "L1H3"
     assert 0.0 <= one.metrics["roc_auc"] <= 1.0 and one.metrics["config_key"] != hid.metrics["config_key"]
+    # a sweep over layers and heads reads the one extraction
+    layer0 = _run(tiny_model_dir, tmp_path, "layer0", kind=ProbeKind.edge, features=Features.heads, layer=0)
+    assert layer0.metrics["n_features"] == 3 * 4 * 8 and layer0.metrics["heads"] == "L0"
+    assert layer0.stores[0]["reused"] and layer0.stores[0]["store_dir"] == one.stores[0]["store_dir"]
     with pytest.raises(ProbingError, match="probe=arc reads attention maps"):
         _run(tiny_model_dir, tmp_path, "arc", kind=ProbeKind.arc, features=Features.hidden, layer=1)
     with pytest.raises(ProbingError, match="set probe.layer"):
