@@ -1,0 +1,200 @@
+"""Value zeroing's cost per sentence against sentence length, and peak RSS against corpus size (MiniLM, EWT dev).
+
+1. Cost: EWT dev sentences binned by word pieces ([CLS] and [SEP] included), a seeded sample of up to
+   ``--per-bin`` sentences per bin, batched as ``extract`` batches them (length-sorted, ``batch_size`` and
+   ``max_batch_tokens`` of ``ExtractConfig``); each bin's maps (``probing.extract.word_maps``: forward pass,
+   measures, pooling; no store writing, whose fixed cost per call would swamp a small bin) with
+   ``[attention]`` and with ``[attention, value_zeroing]``, on the same loaded encoder in one process,
+   interleaved ``--repeat`` times, the fastest run of each kept (a shared machine's noise only slows runs
+   down). Prints one JSON line per bin: seconds per sentence of each list and their ratio.
+2. Memory: ``[attention, value_zeroing]`` extractions of the first N dev sentences (``--sizes``), each in a
+   fresh subprocess and cache; prints each child's ``ru_maxrss`` after loading the model and at the end, and
+   its peak RSS during the extraction alone (``VmHWM`` after resetting it through ``/proc/self/clear_refs``
+   once the model is loaded, whose own transient peak would otherwise hide the extraction's).
+
+    HF_HUB_OFFLINE=1 python experiments/bench/value_zeroing.py --per-bin 24 --repeat 2 --sizes 200 800
+    HF_HUB_OFFLINE=1 python experiments/bench/value_zeroing.py --no-cost --max-pieces 32 --sizes 192 800
+    HF_HUB_OFFLINE=1 python experiments/bench/value_zeroing.py --no-cost --max-pieces 32 --sizes 192 800 \
+        --measures attention
+
+Value zeroing runs LN1 -> FFN -> LN2 once per (query, zeroed token) pair, so its work grows as T^2 per
+sentence, where attention's forward pass is dominated by the T-linear projections and FFN at these lengths.
+
+Measured 2026-12-01 on the shared 2-core machine under a load average of about 8 (absolute seconds several
+times a quiet machine's; each ratio is from runs side by side), ``--per-bin 24 --repeat 2``:
+
+    pieces  dev sentences  timed  mean pieces  [attention] s/sent  [attention,value_zeroing] s/sent  ratio
+    3-15    1153           24      8.8         0.038               0.32                               8.6x
+    16-31    605           24     21.7         0.095               0.99                              10.4x
+    32-47    183           24     38.2         0.084               1.51                              18.0x
+    48-63     46           24     53.5         0.077               2.73                              35.3x
+    64-90     14           14     76.1         0.219               6.37                              29.1x
+    (no dev sentence has more than 90 pieces)
+
+Value zeroing's seconds per sentence grow 20x from 9 to 76 pieces, and its cost over attention from about
+9x for short sentences to about 30x for the longest.
+
+Peak RSS, ``[attention, value_zeroing]``:
+- ``--sizes 200 800`` (the first N dev sentences; the longest has 90 pieces in both): ru_maxrss 1202 MB and
+  1844 MB (184 s and 556 s under load; the 200 figure is the model-loading peak, which hid the extraction's).
+  Part of the difference is the batch, not the corpus size: length-sorted batching leaves the 200-sentence
+  corpus 8 sentences in its longest batch and gives the 800-sentence one a full 32, and the working set
+  grows with the batch (every layer's pieces are held at once; the per-head outputs f alone are
+  32 x 12 x 90 x 384 float32 = 53 MB a layer for a full batch of 90 pieces).
+- ``--max-pieces 32 --sizes 192 800`` (only sentences of at most 32 pieces; sizes multiples of batch_size, so
+  every size ends with a full batch of the longest): peak RSS during the extraction (after the model is
+  loaded, at 423 MB) 1193 MB for 192 sentences and 1511 MB for 800 (119 s and 283 s). **Not flat**: +318 MB
+  for 4.2x the sentences at the same largest batch. With ``--measures attention`` the same corpora peak at
+  571 and 642 MB (+71 MB, consistent with the shard buffers, which hold up to ``extract.shard_mb`` per store before the first
+  flush: bounded). The rest grows with value zeroing only; not yet traced (allocator fragmentation from its
+  many large temporaries is a suspect, a leak is not ruled out). Issue 9's "peak RSS stays flat" is open for
+  value zeroing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BINS = [(3, 16), (16, 32), (32, 48), (48, 64), (64, 96), (96, 10**6)]
+LISTS = [["attention"], ["attention", "value_zeroing"]]
+
+
+def _dev(directory: str):
+    from probing.corpus import read_conllu
+
+    return read_conllu(Path(directory) / "en_ewt-ud-dev.conllu", split="dev", strict=True)
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+
+
+def _reset_hwm() -> bool:
+    """Reset the kernel's high-water mark of this process's RSS (Linux >= 4.0), so that it measures from here."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def _hwm_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def child(args: argparse.Namespace) -> None:
+    """One extraction of the first ``--child`` sentences in a fresh cache; prints its peak RSS."""
+    from probing.config import ExtractConfig, Measure, ModelConfig
+    from probing.corpus import Corpus
+    from probing.encoder import load_encoder
+    from probing.extract import extract
+
+    corpus = _dev(args.dir)
+    encoder = load_encoder(ModelConfig(device=args.device))
+    if args.max_pieces:  # the first sentences of at most --max-pieces pieces: every size's longest batch alike
+        fits = [s for s, t in zip(corpus, encoder.tokenize([s.words for s in corpus]))
+                if not isinstance(t, str) and len(t.input_ids) <= args.max_pieces]
+        corpus = Corpus(corpus.name, corpus.split, tuple(fits[: args.child]))
+    else:
+        corpus = corpus.head(args.child)
+    longest = max(len(t.input_ids) for t in encoder.tokenize([s.words for s in corpus]) if not isinstance(t, str))
+    loaded = _peak_mb()
+    reset = _reset_hwm()  # loading the weights has a transient peak of its own; measure the extraction's
+    cfg = ExtractConfig(cache_dir=tempfile.mkdtemp(), progress=False,
+                        measures=[Measure(m) for m in args.measures])
+    start = time.perf_counter()
+    n = len(extract(encoder, corpus, cfg).store)
+    print(json.dumps({"measures": args.measures, "sentences": n, "max_pieces": args.max_pieces, "longest_pieces": longest, "seconds": round(time.perf_counter() - start, 1),
+                      "rss_after_model_load_mb": round(loaded), "peak_rss_mb": round(_peak_mb()),
+                      "peak_rss_during_extraction_mb": round(_hwm_mb()) if reset else None}), flush=True)
+
+
+def cost(args: argparse.Namespace) -> None:
+    import numpy as np
+
+    from probing.config import ExtractConfig, Measure, ModelConfig, Pooling
+    from probing.encoder import load_encoder
+    from probing.extract import word_maps
+
+    corpus = _dev(args.dir)
+    cfg = ExtractConfig()
+    encoder = load_encoder(ModelConfig(device=args.device))
+    encoder.skip_last_ffn()  # as extract() does (value zeroing calls the FFN from its own modules)
+    tokenized = encoder.tokenize([s.words for s in corpus])
+    pieces = np.array([0 if isinstance(t, str) else len(t.input_ids) for t in tokenized])
+    lists = [[Measure(m) for m in names] for names in LISTS]
+    word_maps(encoder, [t for t in tokenized[:8] if not isinstance(t, str)], Pooling(cfg.pooling), lists[1])  # warm-up
+    rng = np.random.default_rng(args.seed)
+    for lo, hi in BINS:
+        members = np.flatnonzero((pieces >= lo) & (pieces < hi))
+        if len(members) == 0:
+            continue
+        chosen = sorted(rng.choice(members, size=min(args.per_bin, len(members)), replace=False),
+                        key=lambda i: pieces[i])
+        batches, batch = [], []
+        for i in chosen:  # extract()'s batching: length-sorted, capped by sentences and by padded tokens
+            if batch and (len(batch) >= cfg.batch_size or pieces[i] * (len(batch) + 1) > cfg.max_batch_tokens):
+                batches.append(batch)
+                batch = []
+            batch.append(tokenized[i])
+        batches.append(batch)
+        best = [float("inf")] * len(lists)
+        for _ in range(args.repeat):
+            for k, measures in enumerate(lists):
+                start = time.perf_counter()
+                for b in batches:
+                    word_maps(encoder, b, Pooling(cfg.pooling), measures)
+                best[k] = min(best[k], time.perf_counter() - start)
+        n = len(chosen)
+        print(json.dumps({"pieces": f"{lo}-{hi - 1}" if hi < 10**6 else f">={lo}", "dev_sentences": int(len(members)),
+                          "timed": n, "mean_pieces": round(float(pieces[chosen].mean()), 1),
+                          "attention_s_per_sentence": round(best[0] / n, 4),
+                          "value_zeroing_s_per_sentence": round(best[1] / n, 4),
+                          "ratio": round(best[1] / best[0], 1)}), flush=True)
+
+
+def memory(args: argparse.Namespace) -> None:
+    for n in args.sizes:
+        cmd = [sys.executable, __file__, "--child", str(n), "--dir", args.dir, "--device", args.device,
+               "--measures", *args.measures]
+        out = subprocess.run(cmd + (["--max-pieces", str(args.max_pieces)] if args.max_pieces else []), capture_output=True, text=True,
+                             check=True)
+        print(out.stdout.strip().splitlines()[-1], flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--dir", default=os.environ.get("UD_EWT_DIR", "/work/shared/data/ud_english_ewt"))
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--per-bin", type=int, default=32)
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--sizes", type=int, nargs="*", default=[200, 800], help="corpus sizes of the RSS runs")
+    ap.add_argument("--max-pieces", type=int, default=None,
+                    help="RSS corpora: only sentences of at most this many pieces (sizes a multiple of batch_size "
+                         "then give every size the same longest batch)")
+    ap.add_argument("--measures", nargs="+", default=["attention", "value_zeroing"], help="of the RSS runs")
+    ap.add_argument("--no-cost", action="store_true")
+    ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child is not None:
+        child(args)
+        return
+    if not args.no_cost:
+        cost(args)
+    memory(args)
+
+
+if __name__ == "__main__":
+    main()
