@@ -45,8 +45,8 @@ Peak RSS, ``[attention, value_zeroing]``:
   every size ends with a full batch of the longest): peak RSS during the extraction (after the model is
   loaded, at 423 MB) 1193 MB for 192 sentences and 1511 MB for 800 (119 s and 283 s). **Not flat**: +318 MB
   for 4.2x the sentences at the same largest batch. With ``--measures attention`` the same corpora peak at
-  571 and 642 MB (+71 MB, consistent with the shard buffers, which hold up to ``extract.shard_mb`` per store before the first
-  flush: bounded). The rest grows with value zeroing only; not yet traced (allocator fragmentation from its
+  571 and 642 MB (+71 MB, consistent with the shard buffers, which hold up to ``extract.shard_mb`` per
+  store before the first flush: bounded). The rest grows with value zeroing only; not yet traced (allocator fragmentation from its
   many large temporaries is a suspect, a leak is not ruled out). Issue 9's "peak RSS stays flat" is open for
   value zeroing.
 """
@@ -115,7 +115,8 @@ def child(args: argparse.Namespace) -> None:
                         measures=[Measure(m) for m in args.measures])
     start = time.perf_counter()
     n = len(extract(encoder, corpus, cfg).store)
-    print(json.dumps({"measures": args.measures, "sentences": n, "max_pieces": args.max_pieces, "longest_pieces": longest, "seconds": round(time.perf_counter() - start, 1),
+    print(json.dumps({"measures": args.measures, "sentences": n, "max_pieces": args.max_pieces,
+                      "longest_pieces": longest, "seconds": round(time.perf_counter() - start, 1),
                       "rss_after_model_load_mb": round(loaded), "peak_rss_mb": round(_peak_mb()),
                       "peak_rss_during_extraction_mb": round(_hwm_mb()) if reset else None}), flush=True)
 
@@ -168,8 +169,8 @@ def memory(args: argparse.Namespace) -> None:
     for n in args.sizes:
         cmd = [sys.executable, __file__, "--child", str(n), "--dir", args.dir, "--device", args.device,
                "--measures", *args.measures]
-        out = subprocess.run(cmd + (["--max-pieces", str(args.max_pieces)] if args.max_pieces else []), capture_output=True, text=True,
-                             check=True)
+        cmd += ["--max-pieces", str(args.max_pieces)] if args.max_pieces else []
+        out = subprocess.run(cmd, capture_output=True, text=True, check=True)
         print(out.stdout.strip().splitlines()[-1], flush=True)
 
 
