@@ -46,9 +46,9 @@ Peak RSS, ``[attention, value_zeroing]``:
   loaded, at 423 MB) 1193 MB for 192 sentences and 1511 MB for 800 (119 s and 283 s). **Not flat**: +318 MB
   for 4.2x the sentences at the same largest batch. With ``--measures attention`` the same corpora peak at
   571 and 642 MB (+71 MB, consistent with the shard buffers, which hold up to ``extract.shard_mb`` per
-  store before the first flush: bounded). The rest grows with value zeroing only; not yet traced (allocator fragmentation from its
-  many large temporaries is a suspect, a leak is not ruled out). Issue 9's "peak RSS stays flat" is open for
-  value zeroing.
+  store before the first flush: bounded). The rest grows with value zeroing only; not yet traced
+  (allocator fragmentation from its many large temporaries is a suspect, a leak is not ruled out). Issue 9's
+  "peak RSS stays flat" is open for value zeroing.
 """
 
 from __future__ import annotations
