@@ -6,16 +6,18 @@ if missing, and that time reported apart). Reports, for the probe alone: seconds
 to build the padded batches and fit (epochs until early stopping), to predict and score; UUAS, DSpr, the
 epochs run and peak RSS.
 
-Measured (2026-12-01, the 2-core machine shared with 3-4 other busy processes, load average ~8, so this process
-got about half a core; torch 1 thread, the default bound):
-- layer 3 of MiniLM, all of EWT train (12,544 sentences, 204,577 words, 384-dim, full rank), early stopping on
-  dev: 186.5 s for the probe (8.1 s gathering the float16 vectors, 174.6 s fitting: 17 epochs at 10.3 s, best
-  epoch 11, 3.8 s predicting and scoring dev), 0.96 GB peak RSS; dev UUAS 0.7337, DSpr 0.7879.
-  Not yet the 1-minute target on this loaded machine; a quiet 2-core run is still to be measured. The same fit
-  with 2 torch threads had not finished its first epochs after 16 minutes (threads spin-waiting beside the other
-  processes), hence the one-thread default (probing.probes.structural.MAX_THREADS).
-- building the hidden stores (first run only): about 25 min for train and 4 min for dev on the loaded machine
-  (1.15 GiB + 0.15 GiB float16); not part of the probe's time.
+Measured (2026-12-01, 2 cores shared with other agents' jobs; layer 3 of MiniLM, all of EWT train: 12,544
+sentences, 204,577 words, 384-dim; stopped on dev; dev scores):
+- full rank, 1 torch thread (the default bound), machine at load ~2.5: 4.5 s an epoch; the whole fit is 17 epochs
+  (best 11), so about 80 s for the probe (the same run through `probing task=probe probe=distance data=ud_ewt
+  probe.layer=3`: probe_seconds 93.4 including the test store's extraction, 1.46 GB peak; test UUAS 0.7313,
+  DSpr 0.7752). Under load ~8 (half a core): 186.5 s (gather 8.1 s, fit 174.6 s = 17 x 10.3 s, score 3.8 s),
+  0.96 GB; dev UUAS 0.7337, DSpr 0.7879.
+- --rank 64: 35.9 s (fit 31.0 s, 17 epochs x 1.8 s), dev UUAS 0.7334, DSpr 0.7842: under the 1-minute target.
+- threads side by side, --max-epochs 3, load ~2.5-3.3: 1 thread 4.5 s an epoch, 2 threads 17.0 s an epoch (the
+  threads spin-wait beside the other processes), identical losses; hence MAX_THREADS = 1.
+- building the hidden stores (first run only, not part of the probe's time): about 25 min for train on the
+  loaded machine, 10 s for test once it was quieter (1.15 GiB + 0.15 GiB float16 for train + dev).
 
 Run:  HF_HUB_OFFLINE=1 python experiments/bench/structural_probe.py [--layer 3] [--limit N] [--rank R]
 """
@@ -36,7 +38,7 @@ def main() -> None:
     ap.add_argument("--rank", type=int, default=None)
     ap.add_argument("--kind", default="distance", choices=("distance", "depth"))
     ap.add_argument("--threads", type=int, default=None,
-                    help="torch threads (at most the probe's bound, probing.probes.structural.MAX_THREADS)")
+                    help="torch threads while the probe trains (default: probing.probes.structural.MAX_THREADS, 1)")
     ap.add_argument("--max-epochs", type=int, default=None, help="cap the epochs (default: the regimen's 40)")
     args = ap.parse_args()
     import logging
@@ -46,14 +48,16 @@ def main() -> None:
 
     import torch
 
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    from probing.probes import structural
+
+    if args.threads:  # the probe's bound, for this measurement
+        structural.MAX_THREADS = args.threads
     from omegaconf import OmegaConf
 
     from probing.config import Features, ProbeKind, RunConfig
     from probing.probes.data import ProbeSplit
     from probing.probes.features import vector_selection
-    from probing.probes.structural import MAX_THREADS, Regimen, StructuralProbe, score
+    from probing.probes.structural import Regimen, StructuralProbe, score
     from probing.probes.structural_run import split_sentences
     from probing.tasks.probe import _Stores, load_splits
     from probing.extract import stored
@@ -88,7 +92,7 @@ def main() -> None:
     print(json.dumps({
         "kind": args.kind, "layer": args.layer, "train_sentences": len(tr), "train_words": int(len(tr.heads)),
         "dev_sentences": len(dv), "dim": int(tr.vectors.shape[1]), "rank": int(probe.probe_.proj.shape[1]),
-        "torch_threads": min(torch.get_num_threads(), MAX_THREADS), "stores_s": round(stores_s, 1),
+        "torch_threads": min(torch.get_num_threads(), structural.MAX_THREADS), "stores_s": round(stores_s, 1),
         "gather_s": round(gather_s, 2), "fit_s": round(fit_s, 1), "score_s": round(score_s, 2),
         "probe_s": round(gather_s + fit_s + score_s, 1), "epochs": probe.epochs_, "s_per_epoch": round(fit_s / probe.epochs_, 1), "best_epoch": probe.best_epoch_,
         "dev_loss": round(probe.dev_loss_, 4), **{k: round(v, 4) for k, v in metrics.items()},

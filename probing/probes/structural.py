@@ -40,8 +40,8 @@ from probing.probes.structural_metrics import (
 
 log = logging.getLogger(__name__)
 
-# torch threads while a probe trains. One: sweeps run jobs side by side, and on the shared 2-core machine a training
-# step with 2 threads beside other busy processes took 7x longer than with 1 (600 vs 83 ms, threads spin-waiting)
+# torch threads while a probe trains. One: sweeps run jobs side by side, and on the shared 2-core machine an epoch
+# on EWT train took 17.0 s with 2 threads and 4.5 s with 1 (threads spin-waiting beside other processes)
 MAX_THREADS = 1
 
 
@@ -170,10 +170,11 @@ def _tensor(data: Sentences) -> torch.Tensor:
 
 
 @contextmanager
-def bounded_threads(n: int = MAX_THREADS) -> Iterator[None]:
-    """At most ``n`` torch threads inside the block; the previous count is restored after it."""
+def bounded_threads(n: int | None = None) -> Iterator[None]:
+    """At most ``n`` (None: :data:`MAX_THREADS`) torch threads inside the block; the previous count is restored
+    after it."""
     before = torch.get_num_threads()
-    torch.set_num_threads(max(1, min(before, n)))
+    torch.set_num_threads(max(1, min(before, MAX_THREADS if n is None else n)))
     try:
         yield
     finally:
