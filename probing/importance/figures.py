@@ -36,7 +36,8 @@ def link_scatter(points: pd.DataFrame, link: pd.DataFrame, n_layers: int, title:
                    if len(r) else "")
             ax.set_title(f"{d}  {rho}", fontsize=9)
             ax.set_xlabel("attention accuracy")
-            ax.set_ylabel("score drop when ablated")
+            if ax is axes[0][0]:
+                ax.set_ylabel("score drop when ablated")
             ax.axhline(0, color="grey", lw=0.5)
         fig.colorbar(sc, ax=axes[0].tolist(), label="layer", ticks=range(n_layers))
         fig.suptitle(f"{title} · {rel}", fontsize=10)
