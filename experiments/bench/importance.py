@@ -22,6 +22,11 @@ are several times a quiet machine's; ratios are side by side in one process), ``
     one plain forward pass                         6.26 s  1.00x
     gradient importance (forward + backward)      13.5 s   2.16x    (target: <= 4x)
 
+Rerun at 12:05 with the load falling from 2.4 to 1.6 (``--limit 32 --repeat 1``): 72 plain passes 113.8 s
+(timed first, at the higher load: 72 x the one-pass time is 89 s), ablation with 12 replicas 30.9 s (0.272x; 0.35x
+of 72 x one pass), 1 replica 34.1 s (0.299x; 0.38x), one plain pass 1.24 s, gradient 2.15 s (1.74x). Both targets
+hold either way; the gain of replicas is smaller on a quieter CPU.
+
 The cache alone gives 0.52x (about the 0.58x that skipping the layers below, and layer k's attention, predicts
 for 6 layers); replicating 12 ablations into one batch gives the rest on this CPU (bigger matrix products).
 """
