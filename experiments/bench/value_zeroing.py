@@ -34,21 +34,23 @@ times a quiet machine's; each ratio is from runs side by side), ``--per-bin 24 -
 Value zeroing's seconds per sentence grow 20x from 9 to 76 pieces, and its cost over attention from about
 9x for short sentences to about 30x for the longest.
 
-Peak RSS, ``[attention, value_zeroing]``:
-- ``--sizes 200 800`` (the first N dev sentences; the longest has 90 pieces in both): ru_maxrss 1202 MB and
-  1844 MB (184 s and 556 s under load; the 200 figure is the model-loading peak, which hid the extraction's).
-  Part of the difference is the batch, not the corpus size: length-sorted batching leaves the 200-sentence
-  corpus 8 sentences in its longest batch and gives the 800-sentence one a full 32, and the working set
-  grows with the batch (every layer's pieces are held at once; the per-head outputs f alone are
-  32 x 12 x 90 x 384 float32 = 53 MB a layer for a full batch of 90 pieces).
-- ``--max-pieces 32 --sizes 192 800`` (only sentences of at most 32 pieces; sizes multiples of batch_size, so
-  every size ends with a full batch of the longest): peak RSS during the extraction (after the model is
-  loaded, at 423 MB) 1193 MB for 192 sentences and 1511 MB for 800 (119 s and 283 s). **Not flat**: +318 MB
-  for 4.2x the sentences at the same largest batch. With ``--measures attention`` the same corpora peak at
-  571 and 642 MB (+71 MB, consistent with the shard buffers, which hold up to ``extract.shard_mb`` per
-  store before the first flush: bounded). The rest grows with value zeroing only; not yet traced
-  (allocator fragmentation from its many large temporaries is a suspect, a leak is not ruled out). Issue 9's
-  "peak RSS stays flat" is open for value zeroing.
+Peak RSS, ``[attention, value_zeroing]``, peak during the extraction (after the model is loaded, at ~478 MB):
+
+    code                                    corpora                               peak RSS
+    7642a7b (f of every layer computed      --max-pieces 32 --sizes 192 800       1193 MB, 1511 MB (+318 MB)
+      eagerly per batch)                    --sizes 200 800 (longest 90 pieces)   1202 MB, 1844 MB (ru_maxrss)
+    fd87644 (f computed when a measure      --max-pieces 32 --sizes 96 480        1162 MB, 1098 MB
+      reads it; compiled ALTI/Gram kernels) --max-pieces 32 --sizes 192 800       1116 MB, 1101 MB (flat)
+                                            --sizes 200 800 (longest 90 pieces)   1126 MB, 1694 MB (batch shape)
+
+At fd87644 the peak is flat in corpus size (1116 MB for 192 sentences, 1101 MB for 800, the same largest batch);
+the growth at 7642a7b went when each layer's ``f`` stopped being computed up front for the whole batch (the
+change to what a value-zeroing batch allocates; its own code is unchanged). With ``MALLOC_MMAP_THRESHOLD_=65536``
+the 96/480 runs gave 888 and 914 MB: the rest of the peak is allocator slack, and it does not grow. The first-N runs differ in
+their longest batch (length-sorted batching gives the 200-sentence corpus 8 sentences of 90 pieces in its last
+batch, the 800-sentence one 32: value zeroing's working set grows with the batch), so they measure batch shape
+as well as corpus size; ``--max-pieces`` isolates corpus size. ``extract.max_batch_tokens`` bounds the batch. ``--shard-mb`` sets ``extract.shard_mb`` (each store buffers up to that much before its first shard
+is written: bounded, but it grows with the corpus up to that size).
 """
 
 from __future__ import annotations
@@ -111,7 +113,7 @@ def child(args: argparse.Namespace) -> None:
     longest = max(len(t.input_ids) for t in encoder.tokenize([s.words for s in corpus]) if not isinstance(t, str))
     loaded = _peak_mb()
     reset = _reset_hwm()  # loading the weights has a transient peak of its own; measure the extraction's
-    cfg = ExtractConfig(cache_dir=tempfile.mkdtemp(), progress=False,
+    cfg = ExtractConfig(cache_dir=tempfile.mkdtemp(), progress=False, shard_mb=args.shard_mb,
                         measures=[Measure(m) for m in args.measures])
     start = time.perf_counter()
     n = len(extract(encoder, corpus, cfg).store)
@@ -170,6 +172,7 @@ def memory(args: argparse.Namespace) -> None:
         cmd = [sys.executable, __file__, "--child", str(n), "--dir", args.dir, "--device", args.device,
                "--measures", *args.measures]
         cmd += ["--max-pieces", str(args.max_pieces)] if args.max_pieces else []
+        cmd += ["--shard-mb", str(args.shard_mb)]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True)
         print(out.stdout.strip().splitlines()[-1], flush=True)
 
@@ -187,6 +190,8 @@ def main() -> None:
                          "then give every size the same longest batch)")
     ap.add_argument("--measures", nargs="+", default=["attention", "value_zeroing"], help="of the RSS runs")
     ap.add_argument("--no-cost", action="store_true")
+    ap.add_argument("--shard-mb", type=int, default=64, help="extract.shard_mb of the RSS runs (each store "
+                    "buffers up to this much before its first shard is written)")
     ap.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child is not None:
