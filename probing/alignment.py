@@ -11,6 +11,17 @@ import torch
 from probing.config import Pooling
 
 
+def _targets(piece_position: torch.Tensor, n_positions: int, pooling: Pooling
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each piece's target position ``(B, T)`` and whether it counts: dropped pieces (padding; non-first
+    pieces under ``first``) go to a spare position ``n_positions``, cut at the end."""
+    keep = piece_position >= 0
+    if pooling is Pooling.first:
+        prev = torch.nn.functional.pad(piece_position, (1, 0), value=-2)[:, :-1]
+        keep = keep & (piece_position != prev)
+    return torch.where(keep, piece_position, torch.full_like(piece_position, n_positions)), keep
+
+
 def pool_attention(attn: torch.Tensor, piece_position: torch.Tensor, n_positions: int,
                    pooling: Pooling, stochastic: bool = True) -> torch.Tensor:
     """Piece-level ``attn (B, L, H, T, T)`` -> position-level ``(B, L, H, M, M)`` in float32.
@@ -23,13 +34,7 @@ def pool_attention(attn: torch.Tensor, piece_position: torch.Tensor, n_positions
     """
     pooling = Pooling(pooling)  # a plain string from a notebook works too; anything else fails here
     b, n_layers, n_heads, t, _ = attn.shape
-    valid = piece_position >= 0
-    keep = valid
-    if pooling is Pooling.first:
-        prev = torch.nn.functional.pad(piece_position, (1, 0), value=-2)[:, :-1]
-        keep = valid & (piece_position != prev)
-    # dropped pieces (padding; non-first pieces under "first") go to a spare position M, cut at the end
-    idx = torch.where(keep, piece_position, torch.full_like(piece_position, n_positions))
+    idx, keep = _targets(piece_position, n_positions, pooling)
     a = attn.to(torch.float32)
     m1 = n_positions + 1
     cols = torch.zeros(b, n_layers, n_heads, t, m1, dtype=torch.float32, device=a.device)
@@ -54,12 +59,7 @@ def pool_vectors(x: torch.Tensor, piece_position: torch.Tensor, n_positions: int
     """
     pooling = Pooling(pooling)
     b, t = piece_position.shape
-    valid = piece_position >= 0
-    keep = valid
-    if pooling is Pooling.first:
-        prev = torch.nn.functional.pad(piece_position, (1, 0), value=-2)[:, :-1]
-        keep = valid & (piece_position != prev)
-    idx = torch.where(keep, piece_position, torch.full_like(piece_position, n_positions))
+    idx, keep = _targets(piece_position, n_positions, pooling)
     a = x.to(torch.float32)
     mid, d = a.shape[1:-2], a.shape[-1]
     flat = a.reshape(b, -1, t, d)  # (B, K, T, D)

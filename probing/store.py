@@ -211,6 +211,13 @@ def discard_shards(directory: Path, shards: Sequence[int]) -> None:
     (Path(directory) / MANIFEST).unlink(missing_ok=True)
 
 
+def _select(a: np.ndarray, layer: Optional[int], head: Optional[int]) -> np.ndarray:
+    """One layer (axis 0), one head (axis 1), both, or neither of a sentence's array."""
+    if layer is not None:
+        return a[layer] if head is None else a[layer, head]
+    return a if head is None else a[:, head]
+
+
 def write_manifest(directory: Path, fields: dict) -> dict:
     """``manifest.json``, written last (the store is complete exactly when it exists): ``fields`` plus the
     format and a record (size, checksum, sentences) of every whole shard in the directory."""
@@ -379,13 +386,7 @@ class AttentionStore(ArrayStore):
 
     def words(self, i: int, layer: Optional[int] = None, head: Optional[int] = None) -> np.ndarray:
         """Sentence i's maps over words only (special rows/columns dropped): ``(L, H, n, n)``, or a slice."""
-        a = self.maps(i)
-        if layer is not None:
-            a = a[layer]
-            if head is not None:
-                a = a[head]
-        elif head is not None:
-            a = a[:, head]
+        a = _select(self.maps(i), layer, head)
         p, n = int(self.prefix[i]), int(self.n_words[i])
         return a[..., p:p + n, p:p + n]
 
@@ -431,12 +432,7 @@ class VectorStore(ArrayStore):
         a = self.array(i)
         if head is not None and not self.per_head:
             raise ValueError(f"{self.dir}: {self.representation} has no heads; leave head unset")
-        if layer is not None:
-            a = a[layer]
-            if head is not None:
-                a = a[head]
-        elif head is not None:
-            a = a[:, head]
+        a = _select(a, layer, head)
         p, n = int(self.prefix[i]), int(self.n_words[i])
         a = a[..., p:p + n, :]
         return a if dtype is None else a.astype(dtype)
