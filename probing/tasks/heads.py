@@ -26,11 +26,12 @@ from probing.config import DataConfig, Direction, ExtractConfig, HeadsConfig, La
 from probing.corpus import Corpus
 from probing.corpus.cache import load_corpus_cached
 from probing.errors import ProbingError
-from probing.extract import describe_store, ensure_store, store_use
+from probing.extract import ensure_store
 from probing.report import run_figures
 from probing.schema import ALL
 from probing.store import AttentionStore
 from probing.tasks.base import RunOutput, TaskResult
+from probing.tasks.store_report import describe_store, store_use
 
 log = logging.getLogger(__name__)
 

@@ -44,7 +44,7 @@ from probing.corpus import Corpus
 from probing.corpus.cache import load_corpus_cached
 from probing.encoder import load_encoder
 from probing.errors import ProbingError
-from probing.extract import ensure_store, store_use
+from probing.extract import ensure_store
 from probing.importance import figures
 from probing.importance.inputs import make_batches
 from probing.importance.probes import fit_arc, fit_relation
@@ -64,6 +64,7 @@ from probing.paths import absolute
 from probing.results import read_table
 from probing.tasks.base import RunOutput, TaskResult
 from probing.tasks.probe import SINGLE_SPLIT_KINDS
+from probing.tasks.store_report import store_use
 
 log = logging.getLogger(__name__)
 

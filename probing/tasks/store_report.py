@@ -1,0 +1,51 @@
+"""What the tasks say of the stores a run read: ``run_meta.json``'s record and the console lines."""
+
+from __future__ import annotations
+
+from probing.corpus import Corpus
+from probing.extract import ExtractReport
+from probing.store import VectorStore
+
+
+def store_use(report: ExtractReport, corpus: Corpus) -> dict:
+    """What ``run_meta.json`` records of a store a run read: key, dir, corpus fingerprint, sizes."""
+    store = report.store
+    # the fingerprint the store was keyed by (hashing the corpus again would repeat that work)
+    return {"corpus": corpus.name, "split": corpus.split, "corpus_fingerprint": store.manifest["inputs"]["corpus"],
+            "measure": store.measure, "store_key": store.key, "store_dir": str(store.dir), "reused": report.reused,
+            "sentences": len(store), "skipped": len(store.skipped)}
+
+
+def describe_store(report: ExtractReport, corpus: Corpus) -> str:
+    """A few lines saying where the store is and what it holds."""
+    store = report.store
+    lines = [
+        f"{store.measure} store: {store.dir}",
+        f"  {'reused (already built)' if report.reused else 'built'}: {len(store)} of {store.n_sentences} sentences"
+        f" from {corpus.name} {corpus.split}, {store.num_layers} layers x {store.num_heads} heads"
+        + (f" x {store.dim}-dim vectors a word," if isinstance(store, VectorStore) else ",") +
+        f" {store.manifest['store_dtype']}, {store.size_bytes() / 2**20:.1f} MiB on disk",
+    ]
+    if not report.reused:
+        lines.append(f"  extracted {report.extracted} sentences in {report.seconds:.1f} s"
+                     f" ({report.sentences_per_second:.1f} sentences/s)"
+                     + (f"; resumed after {report.resumed_from} already done" if report.resumed_from else ""))
+    for measure, other in report.stores.items():
+        if other is not store:
+            held = (f"{' x '.join(map(str, other.layout.lead))} vectors of {other.dim} a word"
+                    if isinstance(other, VectorStore) else f"{other.num_heads} map(s) per layer")
+            lines.append(f"  {measure} store: {other.dir} ({held}, {other.size_bytes() / 2**20:.1f} MiB)")
+    skipped = store.skipped
+    if skipped:
+        kinds: dict[str, int] = {}
+        for s in skipped:
+            kinds[s["kind"]] = kinds.get(s["kind"], 0) + 1
+        lines.append(f"  skipped {len(skipped)}: " + ", ".join(f"{v} {k}" for k, v in kinds.items()))
+        for s in skipped[:5]:
+            lines.append(f"    sentence {s['id']}: {s['reason']}")
+    if corpus.skipped:
+        lines.append(f"  malformed sentences skipped while reading (data.strict=false): {len(corpus.skipped)} "
+                     + str(corpus.skip_summary()))
+        for s in corpus.skipped[:5]:
+            lines.append(f"    {s}")
+    return "\n".join(lines)
