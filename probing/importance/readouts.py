@@ -102,6 +102,19 @@ class _ArcReadout:
         x = position_vectors(h, batch.piece_position, batch.n_positions, self.pooling)
         return x.view(-1, batch.size, batch.n_positions, x.shape[-1])  # (R, B, M, D)
 
+    def _scored(self, hidden: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, Arcs, torch.Tensor]:
+        """Scores ``(R, A, K)`` of each arc's K choices, the arcs, and each arc's gold choice ``(A,)``."""
+        raise NotImplementedError
+
+    def stats(self, hidden: torch.Tensor, batch: Batch, clean: torch.Tensor) -> Stats:
+        s, arcs, gold = self._scored(hidden, batch)
+        return self._stats(s.argmax(-1) == gold, _ce(s, gold), arcs, batch.size)
+
+    def loss(self, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
+        s, arcs, gold = self._scored(hidden, batch)
+        out = torch.zeros(batch.size, dtype=s.dtype, device=s.device)
+        return out.index_add(0, arcs.b, _ce(s, gold)[0])
+
     def _stats(self, correct: torch.Tensor, ce: torch.Tensor, arcs: Arcs, b: int) -> Stats:
         g = len(self.groups)
         n = _group_sums(torch.ones(1, len(arcs.b), device=ce.device), arcs, b, g)[0]
@@ -118,20 +131,11 @@ class RelationReadout(_ArcReadout):
         super().__init__(corpus, pooling, {c: i for i, c in enumerate(classes)})
         self.weight, self.bias = weight, bias  # (C, 2D), (C,)
 
-    def _logits(self, hidden: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, Arcs]:
+    def _scored(self, hidden: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, Arcs, torch.Tensor]:
         x, arcs = self._vectors(hidden, batch), self.arcs(batch)
         feats = torch.cat([x[:, arcs.b, arcs.dep], x[:, arcs.b, arcs.head]], -1)  # (R, A, 2D)
         w, bias = self.weight.to(feats.device), self.bias.to(feats.device)
-        return feats @ w.T + bias, arcs
-
-    def stats(self, hidden: torch.Tensor, batch: Batch, clean: torch.Tensor) -> Stats:
-        logits, arcs = self._logits(hidden, batch)
-        return self._stats(logits.argmax(-1) == arcs.label, _ce(logits, arcs.label), arcs, batch.size)
-
-    def loss(self, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
-        logits, arcs = self._logits(hidden, batch)
-        out = torch.zeros(batch.size, dtype=logits.dtype, device=logits.device)
-        return out.index_add(0, arcs.b, _ce(logits, arcs.label)[0])
+        return feats @ w.T + bias, arcs, arcs.label
 
 
 class ArcReadout(_ArcReadout):
@@ -145,7 +149,7 @@ class ArcReadout(_ArcReadout):
         d = weight.shape[0] // 3
         self.a, self.c, self.e, self.beta = weight[:d], weight[d:2 * d], weight[2 * d:], float(bias)
 
-    def _scores(self, hidden: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, Arcs]:
+    def _scored(self, hidden: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, Arcs, torch.Tensor]:
         x, arcs = self._vectors(hidden, batch), self.arcs(batch)
         a, c, e = (v.to(x.device) for v in (self.a, self.c, self.e))
         xd = x[:, arcs.b, arcs.dep]  # (R, A, D)
@@ -155,16 +159,7 @@ class ArcReadout(_ArcReadout):
         pre = torch.as_tensor(batch.prefix, device=x.device)[arcs.b, None]
         nw = torch.as_tensor(batch.n_words, device=x.device)[arcs.b, None]
         ok = (pos >= pre) & (pos < pre + nw) & (pos != arcs.dep[:, None])  # other words of the sentence
-        return s.masked_fill(~ok, float("-inf")), arcs
-
-    def stats(self, hidden: torch.Tensor, batch: Batch, clean: torch.Tensor) -> Stats:
-        s, arcs = self._scores(hidden, batch)
-        return self._stats(s.argmax(-1) == arcs.head, _ce(s, arcs.head), arcs, batch.size)
-
-    def loss(self, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
-        s, arcs = self._scores(hidden, batch)
-        out = torch.zeros(batch.size, dtype=s.dtype, device=s.device)
-        return out.index_add(0, arcs.b, _ce(s, arcs.head)[0])
+        return s.masked_fill(~ok, float("-inf")), arcs, arcs.head
 
 
 class EmbeddingReadout:
