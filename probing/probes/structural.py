@@ -98,30 +98,33 @@ class Sentences:
         return self.punct[self.starts[s]:self.starts[s] + self.lengths[s]]
 
 
-class DistanceProbe(nn.Module):
-    """``||B(h_i - h_j)||^2`` for every word pair of each padded sentence: ``(b, n, dim)`` -> ``(b, n, n)``."""
+class _Projection(nn.Module):
+    """The probes' one parameter, ``B`` (dim x rank), and the squared norms of projected word vectors."""
 
     def __init__(self, dim: int, rank: int):
         super().__init__()
         self.proj = nn.Parameter(torch.zeros(dim, rank))
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def _projected(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(B h, ||B h||^2)`` for ``x (b, n, dim)``."""
         t = x @ self.proj
-        sq = (t * t).sum(-1)
+        return t, (t * t).sum(-1)
+
+
+class DistanceProbe(_Projection):
+    """``||B(h_i - h_j)||^2`` for every word pair of each padded sentence: ``(b, n, dim)`` -> ``(b, n, n)``."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        t, sq = self._projected(x)
         # |a-b|^2 = |a|^2 + |b|^2 - 2ab, one batched matmul instead of (b, n, n, rank) differences
         return (sq[:, :, None] + sq[:, None, :] - 2.0 * t @ t.transpose(1, 2)).clamp_min(0.0)
 
 
-class DepthProbe(nn.Module):
+class DepthProbe(_Projection):
     """``||B h_i||^2`` for every word of each padded sentence: ``(b, n, dim)`` -> ``(b, n)``."""
 
-    def __init__(self, dim: int, rank: int):
-        super().__init__()
-        self.proj = nn.Parameter(torch.zeros(dim, rank))
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        t = x @ self.proj
-        return (t * t).sum(-1)
+        return self._projected(x)[1]
 
 
 @dataclass
