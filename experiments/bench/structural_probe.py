@@ -55,12 +55,12 @@ def main() -> None:
     from omegaconf import OmegaConf
 
     from probing.config import Features, ProbeKind, RunConfig
+    from probing.extract import stored
     from probing.probes.data import ProbeSplit
     from probing.probes.features import vector_selection
     from probing.probes.structural import Regimen, StructuralProbe, score
     from probing.probes.structural_run import split_sentences
     from probing.tasks.probe import _Stores, load_splits
-    from probing.extract import stored
 
     cfg = OmegaConf.structured(RunConfig)
     cfg.data = OmegaConf.merge(cfg.data, {"name": "ud_ewt", "kind": "ud_ewt",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from test_structural_metrics import random_tree
 
 from probing.probes.structural import (
     DistanceProbe,
@@ -16,7 +17,6 @@ from probing.probes.structural import (
     l1_loss,
     score,
 )
-from test_structural_metrics import random_tree
 
 N_MAX, NOISE = 12, 6
 
@@ -80,7 +80,10 @@ def test_random_vectors_give_the_random_tree_uuas():
 
 def test_same_seed_same_numbers_other_seed_other_numbers():
     train, dev = planted(100, 0, True), planted(20, 1, True)
-    fit = lambda seed: StructuralProbe("distance", Regimen(seed=seed, max_epochs=3)).fit(train, dev)
+
+    def fit(seed: int) -> StructuralProbe:
+        return StructuralProbe("distance", Regimen(seed=seed, max_epochs=3)).fit(train, dev)
+
     a, b, c = fit(0), fit(0), fit(1)
     for pa, pb in zip(a.predict(dev), b.predict(dev)):
         np.testing.assert_array_equal(pa, pb)
