@@ -367,6 +367,7 @@ class ImportanceConfig:
     C: float = 1.0  # the probes' inverse L2 strength
     max_iter: int = 500
     arc_negatives: int = 5  # arc probe: wrong candidate heads drawn per dependent for training
+    mlm_rate: float = 0.15  # mlm readout: share of each sentence's words masked (seeded, same in every ablation)
     min_count: int = 50  # relations with fewer evaluation arcs are not reported (``all`` always is)
     layer_in: bool = True  # leave-one-layer-in: every head outside one layer ablated
     pruning: bool = True  # pruning curves (10% steps): gradient, attention accuracy and random orders

@@ -77,8 +77,10 @@ class Tokenized:
 class Encoder:
     """A loaded encoder. ``attention(batch)`` runs one padded batch and returns every layer's attention."""
 
-    def __init__(self, model: Any, tokenizer: Any, device: torch.device, name: str, identity: dict):
+    def __init__(self, model: Any, tokenizer: Any, device: torch.device, name: str, identity: dict,
+                 mlm_head: Any = None):
         self.model = model
+        self.mlm_head = mlm_head  # last hidden state -> vocabulary logits, when loaded with masked_lm=True
         self.tokenizer = tokenizer
         self.device = device
         self.name = name
@@ -99,10 +101,12 @@ class Encoder:
 
     # ---- loading ----------------------------------------------------------------------------------
     @classmethod
-    def load(cls, cfg: ModelConfig) -> "Encoder":
+    def load(cls, cfg: ModelConfig, masked_lm: bool = False) -> "Encoder":
         """Load the model and tokenizer a :class:`~probing.config.ModelConfig` names; failures become one
-        :class:`ModelLoadError` line."""
-        from transformers import AutoModel, AutoTokenizer
+        :class:`ModelLoadError` line. ``masked_lm``: load the checkpoint's masked-LM model
+        (``AutoModelForMaskedLM``), keep its base model as ``model`` and its head as ``mlm_head`` (check
+        :func:`architectures` first: a checkpoint without the head would get a random one)."""
+        from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         name_or_path, revision, trust_remote_code = cfg.name_or_path, cfg.revision, cfg.trust_remote_code
@@ -121,8 +125,15 @@ class Encoder:
                 )
             if not getattr(tokenizer, "is_fast", False):
                 raise ModelLoadError(f"{name_or_path}: a fast tokenizer is needed for word alignment")
+            head = None
             if cfg.random_init:
                 model = _random_model(path, revision, trust_remote_code, _DTYPES[dtype], cfg.seed)
+            elif masked_lm:
+                full = AutoModelForMaskedLM.from_pretrained(
+                    path, revision=revision, attn_implementation="eager", dtype=_DTYPES[dtype],
+                    trust_remote_code=trust_remote_code,
+                )
+                model, head = full.base_model, _mlm_head(full)
             else:
                 model = AutoModel.from_pretrained(
                     path, revision=revision, attn_implementation="eager", dtype=_DTYPES[dtype],
@@ -138,7 +149,10 @@ class Encoder:
         dev = _device(cfg.device)
         model.to(dev)
         model.eval()
-        return cls(model, tokenizer, dev, model_label(cfg), model_identity(cfg))
+        if head is not None:
+            head.to(dev)
+            head.eval()
+        return cls(model, tokenizer, dev, model_label(cfg), model_identity(cfg), head)
 
     # ---- tokenisation -----------------------------------------------------------------------------
     def tokenize(self, sentences: Sequence[Sequence[str]]) -> list[Tokenized | str]:
@@ -229,6 +243,30 @@ def _layers(model: Any) -> Optional[Any]:
     return None
 
 
+def _mlm_head(full: Any) -> torch.nn.Module:
+    """The masked-LM head of a ``*ForMaskedLM`` model as one module (hidden states -> logits): BERT's ``cls``,
+    RoBERTa's ``lm_head``, DistilBERT's four vocab layers."""
+    for name in ("cls", "lm_head"):
+        if isinstance(getattr(full, name, None), torch.nn.Module):
+            return getattr(full, name)
+    if hasattr(full, "vocab_projector"):
+        return torch.nn.Sequential(full.vocab_transform, full.activation, full.vocab_layer_norm, full.vocab_projector)
+    raise ModelLoadError(f"{type(full).__name__}: masked-LM head layout not known (cls, lm_head or vocab_*)")
+
+
+def architectures(cfg: ModelConfig) -> list[str]:
+    """The checkpoint's ``config.architectures`` (e.g. ``BertForMaskedLM``), read without loading weights."""
+    from transformers import AutoConfig
+
+    path = resolve_model_path(cfg.name_or_path)
+    try:
+        config = AutoConfig.from_pretrained(path, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
+    except Exception as e:  # noqa: BLE001 - the same one-line failure as Encoder.load
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelLoadError(f"could not load model {cfg.name_or_path!r}: {first}") from None
+    return list(getattr(config, "architectures", None) or [])
+
+
 def _random_model(path: str, revision: Optional[str], trust_remote_code: bool, dtype: torch.dtype, seed: int
                   ) -> Any:
     """The checkpoint's architecture with freshly initialised weights (the model's own ``init_weights``),
@@ -276,6 +314,7 @@ def _local_fingerprint(path: str) -> Optional[str]:
     return h.hexdigest()[:16]
 
 
-def load_encoder(cfg: ModelConfig) -> Encoder:
-    """Build an :class:`Encoder` from a :class:`~probing.config.ModelConfig`."""
-    return Encoder.load(cfg)
+def load_encoder(cfg: ModelConfig, masked_lm: bool = False) -> Encoder:
+    """Build an :class:`Encoder` from a :class:`~probing.config.ModelConfig` (``masked_lm``: with its
+    masked-LM head, :meth:`Encoder.load`)."""
+    return Encoder.load(cfg, masked_lm)

@@ -77,8 +77,11 @@ IMPORTANCE = _t("importance", IMPORTANCE_KEYS + ("method", "metric", "relation",
 PRUNING = _t("pruning", IMPORTANCE_KEYS + ("order", "seed", "fraction_removed", "relation"), ("heads_removed", "score"),
              "task=importance: the readout's score as heads are removed in gradient, attention or random order")
 IMPORTANCE_LINK = _t("importance_link", IMPORTANCE_KEYS + ("relation", "direction"),
-                     ("n_heads", "rho", "ci_low", "ci_high"),
-                     "task=importance: Spearman over heads between attention accuracy and ablation importance")
+                     ("n_heads", "rho", "ci_low", "ci_high", "ci_resampled"),
+                     "task=importance: Spearman over heads between attention accuracy and ablation importance; "
+                     "ci_resampled: what the bootstrap over sentences resamples (importance+attention when "
+                     "attention accuracy is computed on the same sentences, importance when it comes from "
+                     "importance.heads_run and is held fixed)")
 SWEEP = _t("sweep", ("job", "task", "probe", "model", "data", LAYER, HEAD, "metric"), ("value",),
            "probing-collect: one row per job and headline metric")
 FAILED_JOBS = _t("failed_jobs", ("job", "job_dir"), (), "probing-collect: jobs without metrics.json, and why")

@@ -3,14 +3,17 @@ to the unablated embedding), ``n`` (arcs, or 1) and ``loss`` (summed cross-entro
 any score over a set of sentences is a ratio of sums (and a bootstrap resample is a weighted sum).
 
 Group 0 is ``all``; the others are the relations of the evaluation corpus (UD labels as they are). A readout
-also gives a differentiable per-sentence loss for gradient importance.
+also gives a differentiable per-sentence loss for gradient importance. The ``mlm`` readout scores the model's
+own masked-LM head on a fixed set of masked words.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, Sequence
 
+import numpy as np
 import torch
 
 from probing.config import Pooling
@@ -181,12 +184,75 @@ class EmbeddingReadout:
                            "use importance.method=ablation")
 
 
+def masked_words(n_words: int, rate: float, seed: int, sentence: int) -> np.ndarray:
+    """The words of sentence ``sentence`` (corpus index) that the ``mlm`` readout masks: ``round(rate · n)``
+    of its ``n`` words (at least one), drawn without replacement from a generator seeded by (seed, sentence),
+    so the set depends on neither batching nor corpus order."""
+    k = min(n_words, max(1, int(round(rate * n_words))))
+    return np.sort(np.random.default_rng([seed, sentence]).choice(n_words, size=k, replace=False))
+
+
+class MlmReadout:
+    """The model's own masked-LM head on a fixed masked copy of the evaluation batches: every piece of the
+    :func:`masked_words` of each sentence replaced by the mask token (always the mask token, no 80/10/10),
+    the same masked inputs in every gated pass. Per sentence: ``hits`` masked pieces predicted (top 1),
+    ``n`` masked pieces, ``loss`` their summed cross-entropy (score: ``mlm_accuracy``; ``loss_change``: the
+    change in masked-word loss per piece); one group, ``all``."""
+
+    metric = "mlm_accuracy"
+    groups = [ALL]
+
+    def __init__(self, head: torch.nn.Module, mask_id: int, rate: float, seed: int):
+        if not 0 < rate <= 1:
+            raise ProbingError(f"importance.mlm_rate={rate}: the share of words masked must be in (0, 1]")
+        # frozen: gradient importance differentiates through the head to the gates only
+        self.head, self.mask_id, self.rate, self.seed = head.requires_grad_(False), mask_id, rate, seed
+        self._targets: dict[bytes, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}
+
+    def mask(self, batches: Sequence[Batch]) -> list[Batch]:
+        """The batches with their masked words' pieces set to the mask token (targets kept for scoring)."""
+        out = []
+        for batch in batches:
+            pos = batch.piece_position
+            words = [torch.as_tensor(int(pre) + masked_words(int(n), self.rate, self.seed, int(i)), device=pos.device)
+                     for i, pre, n in zip(batch.sentences, batch.prefix, batch.n_words)]
+            chosen = torch.stack([torch.isin(pos[b], w) for b, w in enumerate(words)])
+            ids = batch.inputs["input_ids"]
+            rows, cols = chosen.nonzero(as_tuple=True)
+            self._targets[batch.sentences.tobytes()] = (rows, cols, ids[rows, cols].clone())
+            out.append(dataclasses.replace(batch, inputs={**batch.inputs,
+                                                          "input_ids": ids.masked_fill(chosen, self.mask_id)}))
+        return out
+
+    def _scored(self, hidden: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Logits ``(R, P, V)`` at the batch's P masked pieces, their sentence rows and target ids ``(P,)``."""
+        rows, cols, target = self._targets[batch.sentences.tobytes()]
+        h = hidden.view(-1, batch.size, *hidden.shape[1:])[:, rows, cols]  # (R, P, D)
+        return self.head(h).float() if h.dtype != torch.float64 else self.head(h), rows, target
+
+    def _per_sentence(self, values: torch.Tensor, rows: torch.Tensor, b: int) -> torch.Tensor:
+        out = torch.zeros(values.shape[0], b, dtype=values.dtype, device=values.device)
+        return out.index_add_(1, rows, values)
+
+    def stats(self, hidden: torch.Tensor, batch: Batch, clean: torch.Tensor) -> Stats:
+        logits, rows, target = self._scored(hidden, batch)
+        ce = torch.logsumexp(logits, -1) - logits.gather(-1, target.expand(len(logits), -1)[..., None])[..., 0]
+        hits = (logits.argmax(-1) == target).to(ce.dtype)
+        n = self._per_sentence(torch.ones(1, len(rows), dtype=ce.dtype, device=ce.device), rows, batch.size)[0]
+        return Stats(self._per_sentence(hits, rows, batch.size)[..., None], n[:, None],
+                     self._per_sentence(ce, rows, batch.size)[..., None])
+
+    def loss(self, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return self.stats(hidden, batch, hidden).loss[0, :, 0]
+
+
+def has_mlm_head(architectures: list[str]) -> bool:
+    """Whether a checkpoint's ``config.architectures`` name a masked-LM head."""
+    return any("MaskedLM" in a or "PreTraining" in a for a in architectures)
+
+
 def mlm_unavailable(model_name: str, architectures: list[str]) -> ProbingError:
-    """The one-line error for ``readout=mlm`` on a model loaded without a masked-LM head."""
+    """The one-line error for ``readout=mlm`` on a model without a masked-LM head."""
     arch = ", ".join(architectures) or "no architectures listed"
-    if not any("MaskedLM" in a or "PreTraining" in a for a in architectures):
-        return ProbingError(f"importance.readout=mlm: model {model_name} ({arch}) has no masked-LM head; use "
-                            "importance.readout=relation, arc or embedding")
-    return ProbingError(f"importance.readout=mlm: model {model_name} ({arch}) has a masked-LM head, but the "
-                        "encoder loads the base model without it (not supported yet); use relation, arc or "
-                        "embedding")
+    return ProbingError(f"importance.readout=mlm: model {model_name} ({arch}) has no masked-LM head; use "
+                        "importance.readout=relation, arc or embedding")

@@ -8,7 +8,7 @@ ratio of weighted sums; nothing is recomputed.
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -16,13 +16,6 @@ from scipy.stats import rankdata
 
 from probing.importance.scores import Sums
 from probing.schema import ALL
-
-
-def resamples(n_sentences: int, n: int, seed: int) -> np.ndarray:
-    """``(n, S)`` float counts of ``n`` bootstrap resamples of ``S`` sentences (with replacement)."""
-    rng = np.random.default_rng(seed)
-    draws = rng.integers(0, n_sentences, size=(n, n_sentences))
-    return np.stack([np.bincount(d, minlength=n_sentences) for d in draws]).astype(np.float64)
 
 
 def _interval(samples: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
@@ -103,19 +96,25 @@ def gradient_rows(grads: np.ndarray, weights: np.ndarray, ci: float) -> pd.DataF
 
 
 def _spearman_rows(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Spearman correlation of ``x (K,)`` with each row of ``y (n, K)`` (average ranks for ties)."""
-    rx = rankdata(x)
+    """Spearman correlation of each row of ``x`` (``(K,)`` or ``(n, K)``, paired with ``y``'s rows) with each
+    row of ``y (n, K)`` (average ranks for ties; NaN where a row has a NaN or no spread)."""
+    rx = rankdata(np.atleast_2d(x), axis=-1)
     ry = rankdata(y, axis=-1)
-    rx, ry = rx - rx.mean(), ry - ry.mean(-1, keepdims=True)
-    return _ratio((ry * rx).sum(-1), np.sqrt((rx ** 2).sum() * (ry ** 2).sum(-1)))
+    rx, ry = rx - rx.mean(-1, keepdims=True), ry - ry.mean(-1, keepdims=True)
+    return _ratio((ry * rx).sum(-1), np.sqrt((rx ** 2).sum(-1) * (ry ** 2).sum(-1)))
 
 
 def link_rows(accuracy: pd.DataFrame, importance: np.ndarray, samples: np.ndarray, groups: Sequence[str],
-              keep: Sequence[int], n_layers: int, n_heads: int, ci: float) -> pd.DataFrame:
+              keep: Sequence[int], n_layers: int, n_heads: int, ci: float,
+              accuracy_samples: Optional[Mapping[tuple[str, str], np.ndarray]] = None) -> pd.DataFrame:
     """For each kept relation and direction of ``accuracy`` (a heads table: relation, direction, layer, head,
     accuracy): Spearman over heads between attention accuracy and single-head ablation importance
-    ``importance (L·H, G)``, with the interval of its bootstrap ``samples (n, L·H, G)`` (attention accuracy
-    held at its full-sample value)."""
+    ``importance (L·H, G)``, with the interval of its bootstrap ``samples (n, L·H, G)``.
+
+    ``accuracy_samples[(relation, direction)] (n, L·H)``: attention accuracy in the same ``n`` resamples of
+    the same sentences, paired row by row with ``samples`` (the interval then covers both sides:
+    ``ci_resampled`` = ``importance+attention``); without it attention accuracy is held at its full-sample
+    value (``importance``)."""
     rows = []
     for (rel, direction), t in accuracy.groupby(["relation", "direction"], sort=True):
         if rel not in groups or groups.index(rel) not in keep:
@@ -126,7 +125,11 @@ def link_rows(accuracy: pd.DataFrame, importance: np.ndarray, samples: np.ndarra
         if np.isnan(acc).any():
             continue
         rho = float(_spearman_rows(acc, importance[None, :, g])[0])
-        lo, hi = (_interval(_spearman_rows(acc, samples[:, :, g]), ci) if len(samples) else (np.nan, np.nan))
+        paired = None if accuracy_samples is None else accuracy_samples.get((rel, str(direction)))
+        lo, hi = (_interval(_spearman_rows(acc if paired is None else paired, samples[:, :, g]), ci)
+                  if len(samples) else (np.nan, np.nan))
         rows.append({"relation": rel, "direction": str(direction), "n_heads": n_layers * n_heads, "rho": rho,
-                     "ci_low": float(lo), "ci_high": float(hi)})
-    return pd.DataFrame(rows, columns=["relation", "direction", "n_heads", "rho", "ci_low", "ci_high"])
+                     "ci_low": float(lo), "ci_high": float(hi),
+                     "ci_resampled": "importance" if paired is None else "importance+attention"})
+    return pd.DataFrame(rows, columns=["relation", "direction", "n_heads", "rho", "ci_low", "ci_high",
+                                       "ci_resampled"])

@@ -24,7 +24,8 @@ import torch
 from omegaconf import OmegaConf
 
 from probing import schema
-from probing.analysis.head_accuracy import accuracy_table, count_relations
+from probing.analysis.bootstrap import resample_counts
+from probing.analysis.head_accuracy import RelationCounts, accuracy_table, count_relations
 from probing.config import (
     Ablation,
     DataConfig,
@@ -42,14 +43,14 @@ from probing.config import (
 )
 from probing.corpus import Corpus
 from probing.corpus.cache import load_corpus_cached
-from probing.encoder import load_encoder
+from probing.encoder import architectures, load_encoder
 from probing.errors import ProbingError
 from probing.extract import ensure_store
 from probing.importance import figures
 from probing.importance.inputs import make_batches
 from probing.importance.probes import fit_arc, fit_relation
 from probing.importance.pruning import gradient_order, order_settings, random_orders, removed_counts
-from probing.importance.readouts import EmbeddingReadout, mlm_unavailable
+from probing.importance.readouts import EmbeddingReadout, MlmReadout, has_mlm_head, mlm_unavailable
 from probing.importance.scores import evaluate, gradients
 from probing.importance.tables import (
     drop_rows,
@@ -57,7 +58,6 @@ from probing.importance.tables import (
     kept_groups,
     link_rows,
     normalised_gradient,
-    resamples,
 )
 from probing.mixing.gates import head_means
 from probing.paths import absolute
@@ -94,9 +94,11 @@ def _unlimited(data: DataConfig) -> DataConfig:
 
 
 def attention_accuracy(imp: ImportanceConfig, heads: HeadsConfig, model: ModelConfig, corpus: Corpus,
-                       extract: ExtractConfig, stores: list) -> pd.DataFrame:
+                       extract: ExtractConfig, stores: list) -> tuple[pd.DataFrame, Optional[dict]]:
     """Every head's attention accuracy per relation and direction (UD labels as they are): the heads table of
-    ``importance.heads_run``, or computed here on the evaluation corpus's attention store."""
+    ``importance.heads_run`` (held fixed: no resamples), or computed here on the evaluation corpus's attention
+    store, with its accuracy in the ``importance.bootstrap`` resamples of :func:`sentence_weights` (``(n, L·H)``
+    per (relation, direction)) when the store holds every evaluation sentence."""
     cols = ["relation", "direction", "layer", "head", "accuracy"]
     if imp.heads_run:
         table = read_table(Path(absolute(imp.heads_run)), schema.HEADS.name)
@@ -104,16 +106,41 @@ def attention_accuracy(imp: ImportanceConfig, heads: HeadsConfig, model: ModelCo
             raise ProbingError(f"importance.heads_run={imp.heads_run}: no {schema.HEADS.name} table there "
                                "(give the run dir of a task=heads run)")
         table = table[(table["label_set"] == LabelSet.as_is.value) & (table["measure"] == Measure.attention.value)]
-        return table[cols]
+        return table[cols], None
     report = ensure_store(model, corpus, extract, Measure.attention)
     stores.append(store_use(report, corpus))
     store = report.store
     directions = [Direction.dep_to_head, Direction.head_to_dep]
-    counts = count_relations(store, corpus, store.indices, directions, list(heads.offsets), [LabelSet.as_is], 0, heads.seed,
-                             heads.chunk_words, heads.block_mb)
-    table, _ = accuracy_table(counts[LabelSet.as_is], directions, list(heads.offsets), store.num_layers, store.num_heads, 1,
+    # count_relations draws resample_counts(len(corpus), bootstrap, seed) over corpus order: the very weights
+    # of sentence_weights, so the two sides of the link are resampled together
+    paired = imp.bootstrap > 0 and np.array_equal(store.indices, np.arange(len(corpus)))
+    counts = count_relations(store, corpus, store.indices, directions, list(heads.offsets), [LabelSet.as_is],
+                             imp.bootstrap if paired else 0, imp.seed, heads.chunk_words, heads.block_mb)
+    counts = counts[LabelSet.as_is]
+    table, _ = accuracy_table(counts, directions, list(heads.offsets), store.num_layers, store.num_heads, 1,
                               heads.ci, [])
-    return table[cols]
+    return table[cols], (_resampled_accuracy(counts, directions, store.num_layers * store.num_heads)
+                         if paired else None)
+
+
+def _resampled_accuracy(counts: RelationCounts, directions: list[Direction], lh: int) -> dict:
+    """``{(relation, direction): (n, L·H)}`` accuracy in each resample (NaN where it drew no arc)."""
+    out = {}
+    d = len(directions)
+    for r, name in enumerate(counts.relations):
+        boot = counts.boot[r].astype(np.float64)  # (n, F): D·LH hits, then the arc count
+        n = boot[:, d * lh]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            for j, direction in enumerate(directions):
+                out[(name, str(direction))] = np.where(n[:, None] > 0, boot[:, j * lh:(j + 1) * lh]
+                                                       / np.maximum(n, 1)[:, None], np.nan)
+    return out
+
+
+def sentence_weights(n_sentences: int, imp: ImportanceConfig) -> np.ndarray:
+    """``(n, S)`` float resample counts over the evaluation sentences in corpus order (probing's bootstrap:
+    :func:`probing.analysis.bootstrap.resample_counts`, the draws of ``task=heads`` at the same seed)."""
+    return resample_counts(n_sentences, imp.bootstrap, imp.seed).astype(np.float64)
 
 
 def _labels(method: str, layers, heads) -> list[dict]:
@@ -124,10 +151,12 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
         out: RunOutput) -> TaskResult:
     """Every enabled importance computation of ``imp``, written through ``out``."""
     readout_kind, method = Readout(imp.readout), ImportanceMethod(imp.method)
-    encoder = load_encoder(model)
-    net = encoder.model
     if readout_kind is Readout.mlm:
-        raise mlm_unavailable(model.name, list(getattr(net.config, "architectures", None) or []))
+        archs = architectures(model)
+        if not has_mlm_head(archs) or model.random_init:
+            raise mlm_unavailable(model.name + ("-random" if model.random_init else ""), archs)
+    encoder = load_encoder(model, masked_lm=readout_kind is Readout.mlm)
+    net = encoder.model
     if readout_kind is Readout.embedding and method is ImportanceMethod.gradient:
         EmbeddingReadout().loss(None, None)  # raises the one-line reason
     want_ablation = method in (ImportanceMethod.ablation, ImportanceMethod.both)
@@ -140,6 +169,9 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     batches = make_batches(encoder, corpus, imp.batch_size, imp.max_batch_tokens)
     if readout_kind is Readout.embedding:
         readout: Any = EmbeddingReadout()
+    elif readout_kind is Readout.mlm:
+        readout = MlmReadout(encoder.mlm_head, encoder.tokenizer.mask_token_id, imp.mlm_rate, imp.seed)
+        batches = readout.mask(batches)  # one masked copy, scored by every gated pass
     else:
         train_batches = make_batches(encoder, train, imp.batch_size, imp.max_batch_tokens)
         fit = fit_relation if readout_kind is Readout.relation else fit_arc
@@ -150,16 +182,20 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     n_layers, n_heads = encoder.num_layers, encoder.num_heads
     mean = (head_means(net, [b.inputs for b in batches]).to(encoder.device)
             if Ablation(imp.ablation) is Ablation.mean else None)
-    weights = resamples(len(corpus), imp.bootstrap, imp.seed)
+    # columns in batch order, the order of every per-sentence array below
+    weights = sentence_weights(len(corpus), imp)[:, np.concatenate([b.sentences for b in batches])]
     ident = {"model": model.name, "corpus": corpus.name, "split": corpus.split, "readout": readout_kind.value,
              "ablation": Ablation(imp.ablation).value}
     metrics: dict[str, Any] = {**ident, "method": method.value, "eval_sentences": len(corpus),
-                               "train_sentences": len(train) if readout_kind is not Readout.embedding else 0,
+                               "train_sentences": len(train) if readout_kind in (Readout.relation, Readout.arc) else 0,
                                "layers": n_layers, "heads": n_heads, "conventions": {
                                    "score": readout.metric, "groups": "UD labels as they are; root arcs not scored",
                                    "gradient": "E|dL/dxi| over sentences, divided by its L2 norm within each layer",
-                                   "link": "Spearman over heads; interval: bootstrap over sentences of the "
-                                           "importance, attention accuracy at its full-sample value"}}
+                                   "link": "Spearman over heads; interval: bootstrap over sentences"}}
+    if readout_kind is Readout.mlm:
+        metrics["conventions"]["mlm"] = (f"round({imp.mlm_rate} x words) of each sentence (at least one; seeded by "
+                                         "importance.seed and the sentence) masked, all their pieces set to the "
+                                         "mask token, the same in every pass; loss per masked piece")
     stores: list = []
     tables: list[pd.DataFrame] = []
     single = None
@@ -199,14 +235,17 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
 
     if want_ablation:
         metrics.update(_headline(single, groups, keep, None, n_heads))
-    accuracy = None
+    accuracy = acc_samples = None
     if corpus.has_trees and readout_kind is not Readout.embedding or imp.heads_run:
         t = time.perf_counter()
-        accuracy = attention_accuracy(imp, heads, model, corpus, extract, stores)
+        accuracy, acc_samples = attention_accuracy(imp, heads, model, corpus, extract, stores)
         seconds["attention_accuracy"] = time.perf_counter() - t
     if accuracy is not None and want_ablation:
         link = link_rows(accuracy, single, drop_samp[:, : n_layers * n_heads], groups, keep, n_layers, n_heads,
-                         imp.ci)
+                         imp.ci, acc_samples)
+        metrics["conventions"]["link"] += (
+            " of importance and attention accuracy together (the same resamples)" if acc_samples is not None
+            else " of the importance, attention accuracy held at its full-sample value (importance.heads_run)")
         metrics.update(_headline(single, groups, keep, accuracy, n_heads))
         out.table(schema.IMPORTANCE_LINK.name, link.assign(**ident)[list(schema.IMPORTANCE_LINK.keys)
                                                                     + list(schema.IMPORTANCE_LINK.metrics)])

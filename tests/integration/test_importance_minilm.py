@@ -64,6 +64,7 @@ def test_importance_minilm_ewt(ewt_dir, tmp_path):
     link = pd.read_csv(run_dir / "importance_link.csv")
     row = link[(link.relation == "all") & (link.direction == "dep_to_head")].iloc[0]
     assert row.ci_low <= row.rho <= row.ci_high
+    assert set(link.ci_resampled) == {"importance+attention"}  # attention accuracy computed on these sentences
     assert (run_dir / "figures" / "importance_all.png").is_file()
     assert (run_dir / "figures" / "pruning_all.png").is_file()
     assert list((run_dir / "wandb").glob("offline-run-*"))
