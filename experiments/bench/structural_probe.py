@@ -20,15 +20,51 @@ sentences, 204,577 words, 384-dim; stopped on dev; dev scores):
   loaded machine, 10 s for test once it was quieter (1.15 GiB + 0.15 GiB float16 for train + dev).
 
 Run:  HF_HUB_OFFLINE=1 python experiments/bench/structural_probe.py [--layer 3] [--limit N] [--rank R]
+      [--compare f5c91f4]   # also fit with the probe code of that commit, side by side on the same vectors
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import resource
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import replace
+from pathlib import Path
+from types import ModuleType
+
+
+def code_at(rev: str) -> ModuleType:
+    """``probing/probes/structural.py`` as it was at commit ``rev``, imported as its own module."""
+    src = subprocess.run(["git", "show", f"{rev}:probing/probes/structural.py"], check=True, capture_output=True,
+                         text=True, cwd=Path(__file__).resolve().parents[2]).stdout
+    path = Path(tempfile.mkdtemp()) / f"structural_{rev}.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = mod  # dataclasses look their module up here
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def timed_fit(mod: ModuleType, kind: str, regimen, tr, dv, te) -> dict:
+    """Fit ``mod``'s probe on ``tr`` (stopped on ``dv``) and score ``dv`` and ``te``: seconds (wall and this
+    process's CPU), epochs, scores."""
+    t0, c0 = time.perf_counter(), time.process_time()
+    probe = mod.StructuralProbe(kind, mod.Regimen(**vars(regimen))).fit(tr, dv)
+    fit_s, fit_cpu = time.perf_counter() - t0, time.process_time() - c0
+    t0 = time.perf_counter()
+    dev = mod.score(kind, probe.predict(dv), dv)
+    test = mod.score(kind, probe.predict(te), te)
+    return {"fit_s": round(fit_s, 1), "fit_cpu_s": round(fit_cpu, 1), "score_s": round(time.perf_counter() - t0, 2),
+            "epochs": probe.epochs_, "s_per_epoch": round(fit_s / probe.epochs_, 2),
+            "cpu_s_per_epoch": round(fit_cpu / probe.epochs_, 2), "best_epoch": probe.best_epoch_,
+            "dev_loss": round(probe.dev_loss_, 5), **{f"dev_{k}": round(v, 4) for k, v in dev.items()},
+            **{f"test_{k}": round(v, 4) for k, v in test.items()}}
 
 
 def main() -> None:
@@ -40,6 +76,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None,
                     help="torch threads while the probe trains (default: probing.probes.structural.MAX_THREADS, 1)")
     ap.add_argument("--max-epochs", type=int, default=None, help="cap the epochs (default: the regimen's 40)")
+    ap.add_argument("--compare", metavar="REV", default=None,
+                    help="also fit with probing/probes/structural.py of git commit REV (before the current code)")
     args = ap.parse_args()
     import logging
 
@@ -50,17 +88,19 @@ def main() -> None:
 
     from probing.probes import structural
 
-    if args.threads:  # the probe's bound, for this measurement
-        structural.MAX_THREADS = args.threads
+    before = code_at(args.compare) if args.compare else None
+    for mod in filter(None, (structural, before)):
+        if args.threads:  # the probe's bound, for this measurement
+            mod.MAX_THREADS = args.threads
     from omegaconf import OmegaConf
 
     from probing.config import Features, ProbeKind, RunConfig
     from probing.extract import stored
     from probing.probes.data import ProbeSplit
     from probing.probes.features import vector_selection
-    from probing.probes.structural import Regimen, StructuralProbe, score
+    from probing.probes.structural import Regimen
     from probing.probes.structural_run import split_sentences
-    from probing.tasks.probe import _Stores, load_splits
+    from probing.tasks.probe import _Stores, load_dev_split, load_splits
 
     cfg = OmegaConf.structured(RunConfig)
     cfg.data = OmegaConf.merge(cfg.data, {"name": "ud_ewt", "kind": "ud_ewt",
@@ -68,35 +108,36 @@ def main() -> None:
     cfg.probe.kind = ProbeKind(args.kind)
     cfg.probe.features = Features.hidden
     cfg.probe.layer = args.layer
+    cfg.probe.eval_split, cfg.probe.dev_split = "test", "dev"
     cfg.extract.progress = False
     pc = cfg.probe
     t0 = time.perf_counter()
-    train, ev, _ = load_splits(cfg.data, pc, cfg.extract, _Stores(cfg.model, cfg.extract, stored("hidden")))
+    stores = _Stores(cfg.model, cfg.extract, stored("hidden"))
+    train, ev, _ = load_splits(cfg.data, pc, cfg.extract, stores)
+    dev = load_dev_split(cfg.data, pc, cfg.extract, stores, ev)
     stores_s = time.perf_counter() - t0
     if args.limit:
         train = ProbeSplit(train.name, train.corpus, train.store, train.indices[:args.limit])
     sel = vector_selection(train.store, pc.layer, pc.head)
 
-    t0 = time.perf_counter()
-    tr, dv = split_sentences(pc, train, sel), split_sentences(pc, ev, sel)
-    gather_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
+    tr, dv, te = (split_sentences(pc, s, sel) for s in (train, dev, ev))
+    gather = {"gather_s": round(time.perf_counter() - t0, 2), "gather_cpu_s": round(time.process_time() - c0, 2)}
     regimen = Regimen(rank=args.rank, seed=pc.seed)
     if args.max_epochs:
         regimen = replace(regimen, max_epochs=args.max_epochs)
-    probe = StructuralProbe(args.kind, regimen).fit(tr, dv)
-    fit_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    metrics = score(args.kind, probe.predict(dv), dv)
-    score_s = time.perf_counter() - t0
+    runs = {"now": timed_fit(structural, args.kind, regimen, tr, dv, te)}
+    if before is not None:
+        runs[args.compare] = timed_fit(before, args.kind, regimen, tr, dv, te)
+        runs["ratio_now_to_before"] = {k: round(runs["now"][k] / runs[args.compare][k], 3)
+                                       for k in ("fit_s", "fit_cpu_s", "s_per_epoch", "cpu_s_per_epoch")}
     print(json.dumps({
         "kind": args.kind, "layer": args.layer, "train_sentences": len(tr), "train_words": int(len(tr.heads)),
-        "dev_sentences": len(dv), "dim": int(tr.vectors.shape[1]), "rank": int(probe.probe_.proj.shape[1]),
+        "dev_sentences": len(dv), "test_sentences": len(te), "dim": int(tr.vectors.shape[1]),
+        "rank": args.rank or int(tr.vectors.shape[1]),
         "torch_threads": min(torch.get_num_threads(), structural.MAX_THREADS), "stores_s": round(stores_s, 1),
-        "gather_s": round(gather_s, 2), "fit_s": round(fit_s, 1), "score_s": round(score_s, 2),
-        "probe_s": round(gather_s + fit_s + score_s, 1), "epochs": probe.epochs_, "s_per_epoch": round(fit_s / probe.epochs_, 1), "best_epoch": probe.best_epoch_,
-        "dev_loss": round(probe.dev_loss_, 4), **{k: round(v, 4) for k, v in metrics.items()},
-        "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)}))
+        **gather, **runs, "load_average": [round(x, 2) for x in __import__("os").getloadavg()],
+        "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)}, indent=1))
 
 
 if __name__ == "__main__":

@@ -9,12 +9,14 @@ import torch
 from test_structural_metrics import random_tree
 
 from probing.probes.structural import (
+    DepthProbe,
     DistanceProbe,
     Regimen,
     Sentences,
     StructuralProbe,
     _batches,
     l1_loss,
+    loss_and_grad,
     score,
 )
 
@@ -127,3 +129,21 @@ def test_every_epoch_is_logged(caplog):
         StructuralProbe("depth", Regimen(max_epochs=2)).fit(train, dev)
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2 and lines[1].startswith("depth probe epoch 1: train loss ")
+
+
+@pytest.mark.parametrize("kind", ["distance", "depth"])
+def test_hand_worked_gradient_equals_autograd(kind):
+    # sentences of 1..7 words padded together, a map of rank 4, some predictions cut by the clamp (distance)
+    rng = np.random.default_rng(3)
+    heads = [random_tree(rng, n) for n in (1, 3, 7, 5)]
+    data = Sentences.from_lists([rng.normal(size=(len(h), 6)).astype(np.float32) for h in heads], heads)
+    (batch,) = _batches(data, kind, 20)
+    probe = (DistanceProbe if kind == "distance" else DepthProbe)(6, 4)
+    with torch.no_grad():
+        probe.proj.copy_(torch.from_numpy(rng.normal(scale=0.5, size=(6, 4)).astype(np.float32)))
+    want = l1_loss(probe(batch.x), batch)
+    want.backward()
+    loss, grad = loss_and_grad(probe.proj.detach(), batch, kind)
+    assert float(loss) == pytest.approx(float(want.detach()), rel=1e-6)
+    torch.testing.assert_close(grad, probe.proj.grad, rtol=1e-5, atol=1e-6)
+    assert float(grad.abs().max()) > 1e-3  # a real gradient, not two zeros
