@@ -82,7 +82,7 @@ IMPORTANCE_LINK = _t("importance_link", IMPORTANCE_KEYS + ("relation", "directio
                      "ci_resampled: what the bootstrap over sentences resamples (importance+attention when "
                      "attention accuracy is computed on the same sentences, importance when it comes from "
                      "importance.heads_run and is held fixed)")
-SWEEP = _t("sweep", ("job", "task", "probe", "model", "data", LAYER, HEAD, "metric"), ("value",),
+SWEEP = _t("sweep", ("job", "task", "probe", "model", "data", "measure", LAYER, HEAD, "metric"), ("value",),
            "probing-collect: one row per job and headline metric")
 FAILED_JOBS = _t("failed_jobs", ("job", "job_dir"), (), "probing-collect: jobs without metrics.json, and why")
 
@@ -99,7 +99,8 @@ PROBE_SHOWN = tuple(PROBE_HEADLINE.values()) + ("control_accuracy", "selectivity
 # ---- metrics.json --------------------------------------------------------------------------------------
 METRICS_FILE, RUN_META_FILE = "metrics.json", "run_meta.json"
 # Numeric entries of metrics.json that describe a run rather than measure it (not in the sweep table).
-RUN_DESCRIPTORS = frozenset({LAYER, HEAD, "n_heads", "seconds", "probe_seconds", "best_offset", "n_iter"})
+RUN_DESCRIPTORS = frozenset({LAYER, HEAD, "n_heads", "seconds", "probe_seconds", "best_offset", "n_iter", "rank",
+                             "epochs", "best_epoch"})
 
 
 def is_count(metric: str) -> bool:

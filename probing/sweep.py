@@ -1,7 +1,9 @@
 """A Hydra sweep's jobs merged into one tidy table + heatmaps (the ``probing-collect`` command).
 
 Every job dir (a folder with ``.hydra/overrides.yaml``) becomes one row per headline metric of its
-``metrics.json``, with the job's layer, head, probe kind, model and data, and one column per swept key
+``metrics.json``, with the job's layer, head, probe kind, model (``minilm-random0`` for a
+``model.random_init`` copy), data and measure (what a probe read: a measure's maps, or ``hidden`` /
+``heads`` vectors), and one column per swept key
 (every key any job overrode). A job without ``metrics.json`` is listed in ``failed_jobs.csv`` with the last
 error line of its log, and the merge goes on. For each metric a layer x head heatmap is drawn (one per
 combination of the other swept keys).
@@ -52,6 +54,12 @@ def _get(cfg: dict, dotted: str) -> Any:
     return node
 
 
+def _label(metrics: dict, key: str, default: Optional[str]) -> Optional[str]:
+    """A text entry of a job's ``metrics.json`` (the job's own name for its model, or what it read)."""
+    value = metrics.get(key)
+    return value if isinstance(value, str) else default
+
+
 def _failure_reason(job: Path) -> str:
     """The last line that looks like an error in the job's logs (Hydra's and submitit's), if any."""
     logs = sorted(job.glob("*.log")) + sorted(job.rglob(".submitit/**/*.err")) + sorted(job.rglob("*.err"))
@@ -81,14 +89,14 @@ def collect(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
     swept = sorted({k for _, ov, _ in info for k in ov})
     rows, failed = [], []
     for job, ov, cfg in info:
+        metrics = read_metrics(job)
         ident = {
             "job": str(job.relative_to(sweep_dir)), "task": _get(cfg, "task.name"),
-            "probe": _get(cfg, "probe.kind"), "model": _get(cfg, "model.name"),
-            "data": _get(cfg, "data.name"),
+            "probe": _get(cfg, "probe.kind"), "model": _label(metrics, "model", _get(cfg, "model.name")),
+            "data": _get(cfg, "data.name"), "measure": _label(metrics, "measure", None),
             "layer": _get(cfg, "probe.layer"), "head": _get(cfg, "probe.head"),
         }
         ident.update({k: ov.get(k, _get(cfg, k)) for k in swept if k not in _AXES})
-        metrics = read_metrics(job)
         if not metrics:
             failed.append({**ident, "job_dir": str(job), "reason": _failure_reason(job)})
             continue

@@ -20,7 +20,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from probing import schema
-from probing.report import dashboard_figures
+from probing.report import dashboard_figures, dashboard_importance, dashboard_probes
 from probing.report.html import figure_div, image_tag, render_template, write_page
 from probing.report.sources import Source, describe, is_finished, is_run_dir, load_sources
 
@@ -117,17 +117,23 @@ def render(sources: Sequence[Source], title: str = "probing dashboard") -> str:
     """The whole page for these sources."""
     heads, n_heads = _blocks(dashboard_figures.heads_figures(sources), anchors=True)
     probes, n_probe = _blocks(dashboard_figures.probe_figures(sources))
+    vectors, n_vec = _blocks(dashboard_probes.layer_figures(sources) + dashboard_probes.head_figures(sources))
+    importance, n_imp = _blocks(dashboard_importance.relation_figures(sources)
+                                + dashboard_importance.method_figures(sources)
+                                + dashboard_importance.pruning_figures(sources), anchors=True)
+    link = dashboard_importance.link_table(sources)
     patterns, n_pat = _blocks(dashboard_figures.pattern_figures(sources))
     trees, n_tree = _blocks(dashboard_figures.tree_figures(sources))
     mds, _ = _blocks(dashboard_figures.mds_figures(sources))  # scatter plots: no heatmaps to count
     best = dashboard_figures.best_heads(sources)
     return render_template(
         "dashboard.html.j2", title=title, written=time.strftime("%Y-%m-%d %H:%M"),
-        expected=n_heads + n_probe + n_pat + n_tree,
+        expected=n_heads + n_probe + n_vec + n_imp + n_pat + n_tree,
         runs=table_data(pd.DataFrame([describe(s) for s in sources])),
         notes=[(s.label, n) for s in sources for n in s.notes],
         heads=heads, best=table_data(best) if len(best) else None, probes=probes,
-        probe_table=_probe_table(sources), patterns=patterns, trees=trees, mds=mds,
+        probe_table=_probe_table(sources), vectors=vectors, importance=importance,
+        link=table_data(link) if len(link) else None, patterns=patterns, trees=trees, mds=mds,
         run_figures=_run_figures(sources))
 
 

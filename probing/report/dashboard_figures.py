@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from probing import schema
-from probing.config import Direction, LabelSet
+from probing.config import Direction, LabelSet, ProbeKind
 from probing.report import plotly_json as P
 
 Fig = tuple[str, Any, int]
@@ -23,6 +23,9 @@ DIRECTIONS = tuple(d.value for d in Direction)
 # A probe's main score comes first (relation: accuracy, arc: UAS, edge: ROC AUC); the best head of a layer is
 # the one with the highest main score.
 PROBE_PRIMARY = tuple(schema.PROBE_HEADLINE.values())
+# drawn by probing.report.dashboard_probes instead: structural probes, and codelengths (bits: not on a 0-1 axis)
+OWN_FIGURES = (ProbeKind.distance.value, ProbeKind.depth.value)
+NOT_ON_SCORE_AXIS = ("codelength_bits", "compression")
 
 
 def grid(df: pd.DataFrame, value: str, n_layers: int, n_heads: int) -> np.ndarray:
@@ -165,11 +168,13 @@ def best_heads(sources: Sequence[Any]) -> pd.DataFrame:
 
 def probe_figures(sources: Sequence[Any]) -> list[Fig]:
     """Probe accuracy per layer with control accuracy and selectivity (lines), and layer x head heatmaps
-    of accuracy and selectivity for per-head jobs; one figure per probe kind, sources side by side."""
+    of accuracy and selectivity for per-head jobs; one figure per probe kind, sources side by side
+    (structural probes and codelengths: :mod:`probing.report.dashboard_probes`)."""
     out: list[Fig] = []
     with_probes = [s for s in sources if s.probes is not None and len(s.probes)]
     kinds = sorted({str(k) for s in with_probes for k in (s.probes["probe"].dropna().unique()
-                                                         if "probe" in s.probes.columns else ["probe"])})
+                                                         if "probe" in s.probes.columns else ["probe"])}
+                   - set(OWN_FIGURES))
     for kind in kinds:
         per = []
         for s in with_probes:
@@ -182,7 +187,8 @@ def probe_figures(sources: Sequence[Any]) -> list[Fig]:
                 per.append((s, df))
         if not per:
             continue
-        metrics = [m for m in schema.PROBE_SHOWN if any((df["metric"] == m).any() for _, df in per)]
+        metrics = [m for m in schema.PROBE_SHOWN if m not in NOT_ON_SCORE_AXIS and any((df["metric"] == m).any()
+                                                                                        for _, df in per)]
         if not metrics or metrics[0] not in PROBE_PRIMARY:
             continue  # no score to plot
         # per-layer lines: per-layer jobs as they are; per-head jobs as the best head of each layer (by the

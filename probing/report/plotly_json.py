@@ -91,3 +91,11 @@ def hline(fig: dict, y: float, col: int, text: str) -> None:
                                                  "xref": f"{x} domain", "y": y, "yanchor": "bottom", "yref": yref})
 
 
+
+
+def bar_right_of(fig: dict, k: int) -> dict:
+    """A colour bar just right of subplot ``k`` (1-based) of a grid, as tall as it (a ``colorbar`` dict)."""
+    x = fig["layout"]["xaxis" if k == 1 else f"xaxis{k}"]["domain"]
+    y = fig["layout"]["yaxis" if k == 1 else f"yaxis{k}"]["domain"]
+    return {"x": x[1] + 0.005, "xanchor": "left", "y": y[0], "yanchor": "bottom", "len": y[1] - y[0],
+            "thickness": 12}

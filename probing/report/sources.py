@@ -33,6 +33,10 @@ class Source:
     mds: Optional[pd.DataFrame] = None
     probes: Optional[pd.DataFrame] = None  # long: layer, head, metric, value (+ probe, model...)
     trees: Optional[pd.DataFrame] = None  # per head: method, direction, layer, head, uas (+ baselines)
+    importance: Optional[pd.DataFrame] = None  # task=importance: per head (or layer) and relation, score
+    pruning: Optional[pd.DataFrame] = None  # task=importance: score per order and fraction of heads removed
+    importance_link: Optional[pd.DataFrame] = None  # task=importance: Spearman per relation and direction
+    linked_heads: Optional[pd.DataFrame] = None  # the heads table of ``importance.heads_run`` (None: not given)
     figures: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     measure: Optional[str] = None  # the map its tables score (probing.config.Measure); None: not recorded
@@ -85,8 +89,8 @@ def probe_rows(run_dir: Path, metrics: dict) -> Optional[pd.DataFrame]:
         return df
     if metrics.get("task") != "probe":
         return None
-    rows = [{"layer": metrics.get("layer"), "head": metrics.get("head"), "probe": metrics.get("probe"),
-             "metric": k, "value": v} for k, v in schema.metric_items(metrics)]
+    ident = {k: metrics.get(k) for k in ("model", "measure", "probe", "layer", "head")}
+    rows = [{**ident, "metric": k, "value": v} for k, v in schema.metric_items(metrics)]
     return pd.DataFrame(rows) if rows else None
 
 
@@ -103,10 +107,29 @@ def load_run(run_dir: Path) -> Source:
     src.mds = _schema_table(run_dir, schema.HEAD_MDS, ("layer", "head", "x", "y"))
     src.probes = probe_rows(run_dir, metrics)
     src.trees = _schema_table(run_dir, schema.TREES, ("method", "direction", "layer", "head", "uas"))
+    load_importance(src)
     src.figures = sorted(p for p in run_dir.glob("**/*.png") if "wandb" not in p.relative_to(run_dir).parts)
     src.measure = measure_of(src)
     src.label = source_label(src)
     return src
+
+
+def load_importance(src: Source) -> None:
+    """A ``task=importance`` run's tables, and the heads table its link was computed against when the run
+    names one (``importance.heads_run``; the run does not write the accuracy it computes itself)."""
+    run_dir = src.path
+    src.importance = _schema_table(run_dir, schema.IMPORTANCE, ("method", "metric", "relation", "layer", "head",
+                                                                "score"))
+    src.pruning = _schema_table(run_dir, schema.PRUNING, ("order", "fraction_removed", "relation", "score"))
+    src.importance_link = _schema_table(run_dir, schema.IMPORTANCE_LINK, ("relation", "direction", "rho"))
+    heads_run = (src.config.get("importance") or {}).get("heads_run")
+    if src.importance is None or not heads_run:
+        return
+    path = Path(heads_run)
+    path = path if path.is_absolute() or path.is_dir() else run_dir / path
+    src.linked_heads = _schema_table(path, schema.HEADS, ("layer", "head", "relation", "direction", "accuracy"))
+    if src.linked_heads is None:
+        src.notes.append(f"importance.heads_run={heads_run}: no heads table there; attention accuracy left out")
 
 
 def _measures(df: Optional[pd.DataFrame]) -> list[str]:
@@ -217,15 +240,18 @@ def load_sources(paths: list[Path]) -> list[Source]:
 def source_label(src: Source, sweep: bool = False) -> str:
     """``model · corpus split`` from the heads or probe table, else the config; ``sweep`` adds the dir name."""
     model = corpus = split = None
-    for table in (src.heads, src.probes):
+    for table in (src.heads, src.probes, src.importance):
         if table is not None and len(table) and not model:
             row = table.iloc[0]
-            got = (row.get("model"), row.get("corpus", row.get("data")), row.get("split"))
+            # a probe's rows name the split it was scored on (eval_split)
+            got = (row.get("model"), row.get("corpus", row.get("data")), row.get("split", row.get("eval_split")))
             model, corpus, split = (None if v is None or pd.isna(v) else v for v in got)
     cfg = src.config
     model = model or (cfg.get("model") or {}).get("name")
     corpus = corpus or (cfg.get("data") or {}).get("name")
-    split = split if split is not None else (cfg.get("data") or {}).get("split")
+    if split is None:  # a probe is scored on probe.eval_split, not data.split
+        section = "probe" if (cfg.get("task") or {}).get("name") == "probe" else "data"
+        split = (cfg.get(section) or {}).get("eval_split" if section == "probe" else "split")
     text = " · ".join(str(x) for x in (model, " ".join(str(y) for y in (corpus, split) if y)) if x)
     if sweep:
         return f"{text} (sweep {src.path.name})" if text else f"sweep {src.path.name}"
