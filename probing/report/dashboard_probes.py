@@ -138,8 +138,6 @@ def _attention_grids(model: str, sources: Sequence[Any]) -> tuple[Optional[Any],
             h = h[h["label_set"] == LabelSet.as_is.value]
         if "measure" in h.columns:
             h = h[h["measure"].astype(str) == Measure.attention.value]
-        if not len(h) and s.measure not in (None, Measure.attention.value):
-            continue
         dirs = [d.value for d in Direction if (h["direction"] == d.value).any()]
         if dirs:
             return s, [(d, h[h["direction"] == d]) for d in dirs]

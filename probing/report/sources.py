@@ -1,8 +1,8 @@
 """What the dashboard reads: run dirs and sweep dirs, turned into :class:`Source` objects.
 
 Every table is optional: a missing or unreadable table leaves its part of the dashboard out with a note,
-never an error. A sweep dir whose jobs are heads runs becomes one source per job (two models side by
-side); a sweep of probe jobs becomes one source with one probe row per job x metric.
+never an error. A sweep dir whose jobs are heads (or importance) runs becomes one source per job (two
+models side by side); a sweep of probe jobs becomes one source with one probe row per job x metric.
 """
 
 from __future__ import annotations
@@ -171,14 +171,14 @@ def split_by_measure(src: Source) -> list[Source]:
 
 
 def load_sweep(sweep_dir: Path, jobs: list[Path]) -> list[Source]:
-    """A sweep dir: one source per heads job, one source for all probe jobs together; unfinished jobs are
-    left out and counted in a note."""
+    """A sweep dir: one source per heads or importance job, one source for all probe jobs together;
+    unfinished jobs are left out and counted in a note."""
     unfinished = [j for j in jobs if not is_finished(j)]
     if unfinished:
         log.warning("%s: %d unfinished jobs left out (no %s): %s", sweep_dir, len(unfinished), schema.METRICS_FILE,
                     ", ".join(j.name for j in unfinished))
     runs = [load_run(j) for j in jobs if is_finished(j)]
-    sources = [r for r in runs if r.heads is not None]
+    sources = [r for r in runs if r.heads is not None or r.importance is not None]
     table = _read_table(sweep_dir, schema.SWEEP.name)
     probe_frames = [r.probes.assign(job=r.path.name) for r in runs if r.probes is not None]
     if table is None and probe_frames:
@@ -222,7 +222,7 @@ def load_sources(paths: list[Path]) -> list[Source]:
         else:
             raise FileNotFoundError(f"{p}: no metrics.json, .hydra/, tables or job dirs (is it a run dir?)")
         if not got:
-            log.warning("%s: nothing to show (no heads, probe or sweep tables)", p)
+            log.warning("%s: nothing to show (no heads, probe, importance or sweep tables)", p)
         sources.extend(x for s in got for x in split_by_measure(s))
     if len({s.measure for s in sources if s.measure}) > 1:  # measures side by side: each labelled by its own
         for s in sources:
@@ -266,4 +266,5 @@ def describe(src: Any) -> dict[str, Any]:
             "experiment": cfg.get("experiment_name"),
             "heads rows": 0 if src.heads is None else len(src.heads),
             "probe rows": 0 if src.probes is None else len(src.probes),
+            "importance rows": 0 if src.importance is None else len(src.importance),
             "seconds": src.metrics.get("seconds")}

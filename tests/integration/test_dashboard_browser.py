@@ -137,3 +137,57 @@ def test_inspector_page_in_headless_chromium(tmp_path):
     dom, console, _ = load(Path(out["html"]), tmp_path / "inspect.png")
     assert console == [], console
     assert dom.count('class="plotly-graph-div js-plotly-plot"') == 3 and dom.count("<td class=\"l gold\"") > 0
+
+
+def fake_importance_run(path: Path, n_layers: int, n_heads: int, relations: dict[str, int], heads_run: Path) -> None:
+    """A task=importance run dir with the schema's importance, importance_link and pruning tables (random
+    numbers), its attention accuracy from ``heads_run`` (``importance.heads_run`` in its config)."""
+    rng = np.random.default_rng(3)
+    ident = dict(model="minilm", corpus="ud_ewt", split="dev", readout="relation", ablation="mean")
+    layer, head = np.divmod(np.arange(n_layers * n_heads), n_heads)
+    rows = [pd.DataFrame(dict(method="ablation", metric=m, relation=rel, layer=layer, head=head, n=n,
+                              score=rng.normal(0, 0.01, layer.size), ci_low=-0.02, ci_high=0.02))
+            for rel, n in {"all": 5000, **relations}.items() for m in ("accuracy_drop", "loss_change")]
+    rows.append(pd.DataFrame(dict(method="gradient", metric="gradient", relation="all", layer=layer, head=head, n=9,
+                                  score=rng.uniform(0, 1, layer.size), ci_low=0.0, ci_high=1.0)))
+    write_table(pd.concat(rows, ignore_index=True).assign(**ident), path, "importance")
+    link = [dict(relation=r, direction=d, n_heads=layer.size, rho=0.1, ci_low=-0.1, ci_high=0.3)
+            for r in relations for d in ("dep_to_head", "head_to_dep")]
+    write_table(pd.DataFrame(link).assign(**ident), path, "importance_link")
+    prune = [dict(order=o, seed=s, fraction_removed=f / 10, relation=r, heads_removed=f, score=1 - f / 10 * u)
+             for r in relations for o, s, u in (("gradient", None, 0.5), ("random", 0, 0.8), ("random", 1, 0.9))
+             for f in range(11)]
+    write_table(pd.DataFrame(prune).assign(**ident), path, "pruning")
+    (path / ".hydra").mkdir(parents=True)
+    (path / ".hydra" / "config.yaml").write_text(f"importance:\n  heads_run: {heads_run}\n")
+    (path / "metrics.json").write_text('{"task": "importance"}')
+
+
+def fake_structural_sweeps(path: Path, n_layers: int, n_heads: int) -> None:
+    """Collected sweeps of distance probes: per layer of hidden (trained and random-init), and per head."""
+    rng = np.random.default_rng(4)
+    for name, model in (("hidden", "minilm"), ("random", "minilm-random0")):
+        rows = [dict(model=model, measure="hidden", probe="distance", layer=k, head=None, metric=m, value=v)
+                for k in range(n_layers + 1) for m, v in (("uuas", rng.uniform(0.2, 0.8)), ("dspr", rng.uniform()))]
+        write_table(pd.DataFrame(rows).astype({"head": "Int64"}), path / name, "sweep")
+    rows = [dict(model="minilm", measure="heads", probe="distance", layer=k, head=h, metric="uuas",
+                 value=rng.uniform(0.1, 0.5)) for k in range(n_layers) for h in range(n_heads)]
+    write_table(pd.DataFrame(rows), path / "heads_sweep", "sweep")
+
+
+def test_importance_and_structural_probes_in_headless_chromium(tmp_path):
+    """Every heatmap of the importance and structural-probe figures renders beside the heads run's."""
+    relations = {"nsubj": 1500, "obj": 900}
+    fake_heads_run(tmp_path / "heads", "minilm", 6, 12, relations, 0)
+    fake_importance_run(tmp_path / "imp", 6, 12, relations, tmp_path / "heads")
+    fake_structural_sweeps(tmp_path, 6, 12)
+    page = write_dashboard([tmp_path / d for d in ("heads", "imp", "hidden", "random", "heads_sweep")],
+                           tmp_path / "d.html")
+    # heads: 2 relations x (accuracy, gain) x 2 directions; patterns: 3; importance: all (no attention accuracy
+    # for "all" in the heads run: drop, loss) + 2 relations x (drop, 2 directions, loss) + gradient;
+    # the per-head UUAS grid beside 2 attention grids (none: the fake heads run has no "all" relation) -> 1
+    expected = 2 * 2 * 2 + 3 + (2 + 2 * 4 + 1) + 1
+    dom, console, st = load(page, tmp_path / "importance.png")
+    assert (st["expected"], st["heatmaps"], st["errors"]) == (str(expected), str(expected), "0"), st
+    assert console == [], console
+    assert "random init: hidden · minilm-random0" in dom  # the legend of the per-layer curves

@@ -142,3 +142,11 @@ def test_link_table_and_the_page(tmp_path):
     assert re.search(r"data-expected='(\d+)'", html).group(1) == str(2 * 4 + 1)
     assert "Attention accuracy against importance" in html and "No importance runs here" not in html
     assert "importance_link" in html and "L0H1" in html
+
+
+def test_a_sweep_of_importance_jobs_is_one_source_per_job(tmp_path):
+    importance_run(tmp_path / "sweep" / "0")
+    importance_run(tmp_path / "sweep" / "1", gradient=False)
+    sources = load_sources([tmp_path / "sweep"])
+    assert [s.path.name for s in sources] == ["0", "1"]
+    assert [n for _, _, n in I.method_figures(sources)] == [1, 0]  # job 1 has no gradient rows
