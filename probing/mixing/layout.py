@@ -50,6 +50,13 @@ class Norm:
         return self.linear(z, self.scale(z)) + self.bias
 
 
+def key_lengths(probs: torch.Tensor) -> torch.Tensor:
+    """(B,) pieces up to the last key that some query attends to in ``probs`` (B, H, T, T) (padding gets
+    weight exactly 0): the compiled kernels skip the rest."""
+    used = probs.amax(dim=(1, 2)) > 0
+    return (used * torch.arange(1, probs.shape[-1] + 1, device=probs.device)).amax(-1)
+
+
 @dataclass(frozen=True)
 class LayerParts:
     """The modules of one layer the measures read: the attention module (input x, weights α), the value
@@ -98,6 +105,11 @@ class LayerPieces:
         per_head = self.values.transpose(0, 1).reshape(n_heads, b * t, d)
         # one GEMM per head; the result is stored head-major, (H, B, T, D), and viewed as (B, H, T, D)
         return torch.bmm(per_head, w.permute(1, 2, 0)).view(n_heads, b, t, -1).transpose(0, 1)
+
+    @functools.cached_property
+    def key_lengths(self) -> torch.Tensor:
+        """:func:`key_lengths` of the weights, found once for the layer's measures."""
+        return key_lengths(self.probs)
 
     @functools.cached_property
     def f_norms(self) -> torch.Tensor:

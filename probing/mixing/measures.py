@@ -8,13 +8,12 @@ batches; no loop runs over single tokens or heads.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, NamedTuple, Optional, Sequence
 
 import torch
 
 from probing.config import Measure
-from probing.mixing.kernels import alti_scores
-from probing.mixing.kernels import head_grams as kernel_head_grams
+from probing.mixing.kernels import key_terms, quad_forms
 from probing.mixing.layout import LayerPieces
 
 # elements of one (B, rows, T, D) block of token vectors; 2**25 float32 = 128 MiB
@@ -60,50 +59,87 @@ def norm(p: LayerPieces) -> torch.Tensor:
 
 
 # ---- per layer ------------------------------------------------------------------------------------------
-def head_grams(p: LayerPieces, w: torch.Tensor) -> torch.Tensor:
-    """``(B, T, H, H)``: ``<u^h_j, u^k_j>`` for every piece j and pair of heads, ``u^h_j = W_h v^h_j`` with
-    ``w`` (D, H, d) (``w_o``, or ``w_o`` with LayerNorm maps folded in). Compiled on CPU (the (B, H, T, D)
-    vectors stay in cache), from :meth:`~probing.mixing.layout.LayerPieces.transformed` elsewhere."""
-    if p.values.device.type == "cpu":
-        b, n_heads, t, _ = p.values.shape
-        gram = torch.zeros(b, t, n_heads, n_heads)
-        kernel_head_grams(p.values.contiguous().numpy(), w.permute(1, 2, 0).contiguous().numpy(),
-                          key_lengths(p.probs).numpy(), gram.numpy())
-        return gram
-    return head_grams_dense(p, w)
+class Terms(NamedTuple):
+    """What ``norm_layer``, ALTI and GlobEnc read from one pass over the heads' transformed values ``f``
+    (:func:`~probing.mixing.kernels.key_terms`); a term nobody asked for is None."""
+
+    gram0: Optional[torch.Tensor]  # (B, T, H, H) <f^h_j, f^k_j>: norm_layer
+    gram2: Optional[torch.Tensor]  # (B, T, H, H) <u^h_j, u^k_j>, u = γ2 ⊙ centred f1: GlobEnc
+    fx2: Optional[torch.Tensor]  # (B, H, T) <u^h_j, x2_j>: GlobEnc's cross term with the residual
+    alti: Optional[torch.Tensor]  # (B, T, T) ALTI's scores before rows are normalised
 
 
-def head_grams_dense(p: LayerPieces, w: torch.Tensor) -> torch.Tensor:
-    """:func:`head_grams` in torch, on any device (padding included)."""
-    u = p.transformed(w)
-    return torch.einsum("bhjd,bkjd->bjhk", u, u)
+def layer_terms(p: LayerPieces, gram0: bool, gram2: bool, alti: bool) -> Terms:
+    """The wanted terms from ``f`` (one GEMM per head), compiled on CPU (padding skipped, left at 0),
+    :func:`layer_terms_dense` elsewhere. Centring and gains are linear, so ``f1 = γ1 ⊙ centred f`` and ``u``
+    are ``f`` through LN1's (and LN2's) maps, as :func:`contributions` describes."""
+    if p.values.device.type != "cpu":
+        return layer_terms_dense(p, gram0, gram2, alti)
+    f = p.f  # (B, H, T, D), head-major underneath
+    b, n_heads, t, _ = f.shape
+    grams = torch.zeros(int(gram0) + int(gram2), b, t, n_heads, n_heads)
+    none = torch.empty(0, t, n_heads, n_heads)
+    g0, g2 = (grams[0] if gram0 else none), (grams[-1] if gram2 else none)
+    fx2 = torch.zeros(b, n_heads, t) if gram2 else torch.empty(0, n_heads, t)
+    scores = torch.zeros(b, t, t) if alti else torch.empty(0, t, t)
+    x1, target = _alti_inputs(p) if alti else (p.x, p.x)
+    x2 = _x2(p) if gram2 else p.x
+    key_terms(p.probs.contiguous().numpy(), f.transpose(0, 1).contiguous().numpy(),
+              p.ln1.weight.contiguous().numpy(), p.ln2.weight.contiguous().numpy(), x1.contiguous().numpy(),
+              x2.contiguous().numpy(), target.contiguous().numpy(), p.key_lengths.numpy(), g0.numpy(), g2.numpy(),
+              fx2.numpy(), scores.numpy())
+    return Terms(g0 if gram0 else None, g2 if gram2 else None, fx2 if gram2 else None, scores if alti else None)
 
 
-def key_lengths(probs: torch.Tensor) -> torch.Tensor:
-    """(B,) pieces up to the last key that some query attends to (padding gets weight exactly 0)."""
-    used = probs.amax(dim=(1, 2)) > 0
-    return (used * torch.arange(1, probs.shape[-1] + 1, device=probs.device)).amax(-1)
+def layer_terms_dense(p: LayerPieces, gram0: bool, gram2: bool, alti: bool) -> Terms:
+    """:func:`layer_terms` in torch, on any device (padding included)."""
+    f = p.f
+    f1 = _centred(f, p.ln1.weight)
+    u = _centred(f1, p.ln2.weight) if gram2 else None
+    return Terms(torch.einsum("bhjd,bkjd->bjhk", f, f) if gram0 else None,
+                 torch.einsum("bhjd,bkjd->bjhk", u, u) if u is not None else None,
+                 (u * _x2(p)[:, None]).sum(-1) if u is not None else None,
+                 alti_l1_scores_dense(p.probs, f1, *_alti_inputs(p)) if alti else None)
 
 
-def _weighted_sq_norms(probs: torch.Tensor, gram: torch.Tensor) -> torch.Tensor:
-    """``||Σ_h α^h_ij u^h_j||^2`` (B, T, T) from the heads' Gram matrix per piece (:func:`head_grams`),
-    ``Σ_{h,k} α^h α^k <u^h_j, u^k_j>``: O(T^2 H^2) instead of materialising the (B, T, T, D) sums."""
+def _alti_inputs(p: LayerPieces) -> tuple[torch.Tensor, torch.Tensor]:
+    """ALTI's residual and target, both divided by LN1's scale ``s_i``: ``x1 = γ1 ⊙ centred x`` (so that
+    ``T_i(v_ij) = s_i (Σ_h α f1 + [i = j] x1)``) and ``h_i / s_i`` (B, T, D)."""
+    pre = _pre_ln1(p)
+    centred = pre - pre.mean(-1, keepdim=True)
+    s1 = torch.rsqrt(centred.square().mean(-1, keepdim=True) + p.ln1.eps)  # LN1's scale
+    return _centred(p.x, p.ln1.weight), p.ln1.weight * centred + p.ln1.bias / s1
+
+
+def _x2(p: LayerPieces) -> torch.Tensor:
+    """The residual ``x`` through LN1's and LN2's centring and gains (GlobEnc's ``[i = j]`` term)."""
+    return _centred(_centred(p.x, p.ln1.weight), p.ln2.weight)
+
+
+def weighted_sq_norms(p: LayerPieces, grams: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """``||Σ_h α^h_ij u^h_j||^2`` (B, T, T) for each Gram matrix per piece (``<u^h_j, u^k_j>``, (B, T, H, H)),
+    ``Σ_{h,k} α^h α^k <u^h_j, u^k_j>``: O(T^2 H^2) instead of materialising the (B, T, T, D) sums. Compiled on
+    CPU (all Grams in one pass over the weights; padding left at 0)."""
+    if p.probs.device.type != "cpu" or not grams:
+        return [_weighted_sq_norms_dense(p.probs, g) for g in grams]
+    b, _, t, _ = p.probs.shape
+    out = torch.zeros(len(grams), b, t, t)
+    quad_forms(p.probs.contiguous().numpy(), torch.stack(list(grams)).numpy(), p.key_lengths.numpy(), out.numpy())
+    return list(out)
+
+
+def _weighted_sq_norms_dense(probs: torch.Tensor, gram: torch.Tensor) -> torch.Tensor:
     left = torch.einsum("bhij,bjhk->bijk", probs, gram)  # (B, T, T, H)
     return (left * probs.permute(0, 2, 3, 1)).sum(-1)
 
 
 def norm_layer(p: LayerPieces) -> torch.Tensor:
     """``||Σ_h α^h_ij f^h(x_j)||``, the heads' output for piece j seen from query i."""
-    return _weighted_sq_norms(p.probs, head_grams(p, p.w_o)).clamp(min=0).sqrt()[:, None]
+    return contributions(p, [Measure.norm_layer])[Measure.norm_layer]
 
 
 def _centred(v: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
     return gain * (v - v.mean(-1, keepdim=True))
-
-
-def _centred_map(w: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
-    """A per-head output map (D, H, d) followed by ``_centred`` over D, as one map (the centring is linear)."""
-    return gain[:, None, None] * (w - w.mean(0, keepdim=True))
 
 
 def mixed_vectors(p: LayerPieces, rows: slice) -> torch.Tensor:
@@ -136,55 +172,44 @@ def attention_block_output(p: LayerPieces) -> torch.Tensor:
     return p.ln1(ln1_input(p))
 
 
+SHARED = (Measure.norm_layer, Measure.alti, Measure.globenc)  # computed together by contributions()
+
+
 def contributions(p: LayerPieces, wanted: Sequence[Measure]) -> dict[Measure, torch.Tensor]:
-    """ALTI and GlobEnc from one decomposition of LN1's input into the vectors ``v_ij``.
+    """``norm_layer``, ALTI and GlobEnc (those of ``wanted``) from one decomposition of LN1's input into the
+    vectors ``v_ij``, with one pass over the heads' transformed values (:func:`layer_terms`).
 
     LN1 is linear once its input's scale ``s_i`` is fixed: ``T_i(v) = γ ⊙ (v - mean v) s_i``, so
     ``h_i = Σ_j T_i(v_ij) + T_i(b_O) + β``; the bias terms belong to no token, as in Ferrando et al.'s code.
     ALTI (Ferrando et al. 2022): ``max(0, ||h_i||_1 - ||h_i - T_i(v_ij)||_1)``, rows normalised.
     GlobEnc (Modarressi et al. 2022): ``T_ij`` carried through LN2 the same way, scored by its norm, rows
-    normalised. Centring and gains are linear, so they are folded into ``W_O`` and applied to ``x`` (O(T D))
-    rather than to the (B, T, T, D) vectors; a row's common factor (``s_i``, and LN2's scale, which the FFN sets) cancels
-    when the row is normalised, so GlobEnc's norms come from Gram matrices and never need the vectors.
+    normalised. Centring and gains are linear, so they are applied to ``f`` and ``x`` (O(T D)) rather than to
+    the (B, T, T, D) vectors; a row's common factor (``s_i``, and LN2's scale, which the FFN sets) cancels
+    when the row is normalised, so GlobEnc's norms (like ``norm_layer``'s) come from Gram matrices and never
+    need the vectors.
     """
     wanted = {Measure(m) for m in wanted}
+    terms = layer_terms(p, Measure.norm_layer in wanted, Measure.globenc in wanted, Measure.alti in wanted)
+    grams = [g for g in (terms.gram0, terms.gram2) if g is not None]
+    sq = dict(zip([m for m in (Measure.norm_layer, Measure.globenc) if m in wanted], weighted_sq_norms(p, grams)))
     out = {}
-    w1 = _centred_map(p.w_o, p.ln1.weight)
-    x1 = _centred(p.x, p.ln1.weight)  # T_i(v_ij) = s_i (Σ α f1 + [i=j] x1), f1 = values through w1
+    if Measure.norm_layer in wanted:
+        out[Measure.norm_layer] = sq[Measure.norm_layer].clamp(min=0).sqrt()[:, None]
     if Measure.alti in wanted:
-        f1 = p.transformed(w1)
-        pre = _pre_ln1(p)
-        centred = pre - pre.mean(-1, keepdim=True)
-        s1 = torch.rsqrt(centred.square().mean(-1, keepdim=True) + p.ln1.eps)  # LN1's scale
-        h = p.ln1.weight * centred + p.ln1.bias / s1  # h_i / s_i (B, T, D)
-        out[Measure.alti] = normalise_rows(alti_l1_scores(p.probs, f1, x1, h))[:, None]
+        out[Measure.alti] = normalise_rows(terms.alti)[:, None]
     if Measure.globenc in wanted:
-        w2, x2 = _centred_map(w1, p.ln2.weight), _centred(x1, p.ln2.weight)
-        sq = _weighted_sq_norms(p.probs, head_grams(p, w2))
+        g = sq[Measure.globenc]
         diag = torch.diagonal(p.probs, dim1=-2, dim2=-1)  # (B, H, T): α^h_ii
-        f2_x2 = (p.values * torch.einsum("bte,ehd->bhtd", x2, w2)).sum(-1)  # <W2_h v^h_j, x2_j> (B, H, T)
-        cross = 2 * (diag * f2_x2).sum(1) + x2.square().sum(-1)  # the residual, at i = j
-        sq.diagonal(dim1=-2, dim2=-1).add_(cross)
-        out[Measure.globenc] = normalise_rows(sq.clamp(min=0).sqrt())[:, None]
+        cross = 2 * (diag * terms.fx2).sum(1) + _x2(p).square().sum(-1)  # the residual, at i = j
+        g.diagonal(dim1=-2, dim2=-1).add_(cross)
+        out[Measure.globenc] = normalise_rows(g.clamp(min=0).sqrt())[:, None]
     return out
 
 
-def alti_l1_scores(probs: torch.Tensor, f1: torch.Tensor, x1: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """``max(0, ||h_i||_1 - ||h_i - u_ij||_1)`` (B, T, T) for ``u_ij = Σ_h α^h_ij f1^h_j + [i = j] x1_i``:
-    the compiled kernel on CPU (padding skipped: the keys after the last one any query attends to), torch
-    elsewhere."""
-    b, t, _ = x1.shape
-    if probs.device.type == "cpu":
-        lengths = key_lengths(probs)
-        scores = torch.zeros(b, t, t)
-        alti_scores(probs.contiguous().numpy(), f1.transpose(0, 1).contiguous().numpy(), x1.contiguous().numpy(),
-                    h.contiguous().numpy(), lengths.numpy(), scores.numpy())
-        return scores
-    return alti_l1_scores_dense(probs, f1, x1, h)
-
-
 def alti_l1_scores_dense(probs: torch.Tensor, f1: torch.Tensor, x1: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
-    """:func:`alti_l1_scores` in torch, on any device, through blocks of (B, rows, T, D) vectors."""
+    """``max(0, ||h_i||_1 - ||h_i - u_ij||_1)`` (B, T, T) for ``u_ij = Σ_h α^h_ij f1^h_j + [i = j] x1_i``, in
+    torch, on any device, through blocks of (B, rows, T, D) vectors (the compiled kernel forms each vector
+    in cache instead)."""
     b, t, d = x1.shape
     scores = torch.zeros(b, t, t, device=probs.device)
     for rows in _blocks(t, b * t * d):
@@ -259,11 +284,11 @@ def rollout(maps: torch.Tensor, residual: bool) -> torch.Tensor:
 def compute(measures: Sequence[Measure], pieces: Sequence[LayerPieces]) -> dict[Measure, torch.Tensor]:
     """Every requested measure for one batch: ``(B, L, heads_of(m), T, T)`` float32 each, over pieces.
 
-    Rollouts use the per-layer maps of their base measure (head-mean weights for ``rollout``); ALTI and
-    GlobEnc share one decomposition."""
+    Rollouts use the per-layer maps of their base measure (head-mean weights for ``rollout``); ``norm_layer``,
+    ALTI and GlobEnc share one decomposition."""
     wanted = [Measure(m) for m in measures]
     bases = {ROLLOUTS[m][0] if m in ROLLOUTS else m for m in wanted}
-    shared = [m for m in (Measure.alti, Measure.globenc) if m in bases]
+    shared = [m for m in SHARED if m in bases]
     per_layer: dict[Measure, list[torch.Tensor]] = {m: [] for m in bases}
     for p in pieces:
         got = contributions(p, shared) if shared else {}

@@ -92,16 +92,19 @@ def test_alti_vectors_sum_through_layernorm_to_the_output(model):
 
 def test_norm_is_alpha_times_the_value_norm(bert):
     """``norm`` against α · ||f^h(x_j)|| with f from the weight slices head by head, and ``norm_layer`` against
-    the materialised sum over heads."""
+    the materialised sum over heads on the real pieces (padding rows and keys are skipped: 0)."""
     ids, mask = _batch()
     pieces, _, _, _ = run(bert, ids, mask)
+    pairs = mask.bool()[:, :, None] & mask.bool()[:, None, :]
     for k, p in enumerate(pieces):
         f = per_head_values(bert, k, p.x, 4)
         torch.testing.assert_close(p.f, f, atol=1e-5, rtol=1e-5)
         expected = p.probs * f.norm(dim=-1).unsqueeze(2)
         torch.testing.assert_close(M.norm(p), expected, atol=1e-6, rtol=1e-5)
         summed = torch.einsum("bhij,bhjd->bijd", p.probs, f).norm(dim=-1)
-        torch.testing.assert_close(M.norm_layer(p)[:, 0], summed, atol=1e-4, rtol=1e-4)
+        got = M.norm_layer(p)[:, 0]
+        torch.testing.assert_close(got[pairs], summed[pairs], atol=1e-4, rtol=1e-4)
+        assert got[~pairs].abs().max() == 0
         assert expected.max() > 0.1
 
 
@@ -264,38 +267,41 @@ def test_unknown_layout_is_one_line_naming_the_class():
         layer_parts(nn.Linear(2, 2))
 
 
-def test_alti_kernel_equals_torch_form_and_skips_padding():
-    """The compiled CPU kernel and the torch form of ALTI's L1 scores agree on the real pieces of a padded
-    batch (sentence 1 has 5 of 7 pieces: its padded keys get no weight), and the kernel leaves padding at 0."""
-    g = torch.Generator().manual_seed(3)
-    b, h, t, d = 2, 3, 7, 16
+@pytest.mark.parametrize("n_heads", [3, 4])  # heads padded to a multiple of four in the kernel, or not
+def test_layer_terms_kernel_equals_torch_form(n_heads):
+    """The compiled terms (the heads' Gram matrices for norm_layer and GlobEnc, GlobEnc's cross term, ALTI's
+    L1 scores) and quadratic forms equal the torch forms on real pieces (sentence 1 has 5 of 7 pieces: its
+    padded keys get no weight) and are zero for padding; norm_layer equals the norm of the explicit sum of
+    vectors."""
+    g = torch.Generator().manual_seed(5)
+    b, h, t, d, width = 2, n_heads, 7, 4, 10
     scores = torch.randn(b, h, t, t, generator=g)
     scores[1, :, :, 5:] = float("-inf")
-    probs = scores.softmax(-1)
-    f1, x1, target = (torch.randn(b, h, t, d, generator=g), torch.randn(b, t, d, generator=g),
-                      torch.randn(b, t, d, generator=g))
-    fast, dense = M.alti_l1_scores(probs, f1, x1, target), M.alti_l1_scores_dense(probs, f1, x1, target)
-    torch.testing.assert_close(fast[0], dense[0], atol=1e-4, rtol=1e-4)
-    torch.testing.assert_close(fast[1, :5, :5], dense[1, :5, :5], atol=1e-4, rtol=1e-4)
-    assert fast[1, 5:].abs().sum() == 0 and fast[1, :, 5:].abs().sum() == 0
-    assert (dense[0] > 0).float().mean() > 0.1  # a real test: some pairs score above the clip
-
-
-def test_head_grams_kernel_equals_torch_form():
-    """The compiled Gram matrices of the heads' mapped values equal the torch form on real pieces (sentence 1
-    has 4 of 6 pieces) and are zero for padding; they give norm_layer its values."""
-    g = torch.Generator().manual_seed(5)
-    b, h, t, d, width = 2, 3, 6, 4, 10
-    scores = torch.randn(b, h, t, t, generator=g)
-    scores[1, :, :, 4:] = float("-inf")
-    ones, zeros = torch.ones(width), torch.zeros(width)
+    zeros = torch.zeros(width)
     p = LayerPieces(x=torch.randn(b, t, width, generator=g), probs=scores.softmax(-1),
-                    values=torch.randn(b, h, t, d, generator=g), w_o=torch.randn(width, h, d, generator=g),
-                    b_o=zeros, ln1=Norm(ones, zeros, 1e-5), ln2=Norm(ones, zeros, 1e-5), ffn=torch.zeros_like)
-    fast, dense = M.head_grams(p, p.w_o), M.head_grams_dense(p, p.w_o)
-    torch.testing.assert_close(fast[0], dense[0], atol=1e-4, rtol=1e-4)
-    torch.testing.assert_close(fast[1, :4], dense[1, :4], atol=1e-4, rtol=1e-4)
-    assert fast[1, 4:].abs().sum() == 0 and dense[1, 4:].abs().sum() > 0
+                    values=torch.randn(b, h, t, d, generator=g), w_o=torch.randn(width, h, d, generator=g) * 0.3,
+                    b_o=zeros, ln1=Norm(torch.rand(width, generator=g) + 0.5, zeros, 1e-5),
+                    ln2=Norm(torch.rand(width, generator=g) + 0.5, zeros, 1e-5), ffn=torch.zeros_like)
+    fast, dense = M.layer_terms(p, True, True, True), M.layer_terms_dense(p, True, True, True)
+    real = {"gram0": (1, slice(0, 5)), "gram2": (1, slice(0, 5)), "fx2": (1, slice(None), slice(0, 5)),
+            "alti": (1, slice(0, 5), slice(0, 5))}
+    for name in M.Terms._fields:
+        a, e = getattr(fast, name), getattr(dense, name)
+        torch.testing.assert_close(a[0], e[0], atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(a[real[name]], e[real[name]], atol=1e-4, rtol=1e-4)
+    assert fast.gram0[1, 5:].abs().sum() == 0 and dense.gram0[1, 5:].abs().sum() > 0
+    assert fast.gram2[1, 5:].abs().sum() == 0 and fast.fx2[1, :, 5:].abs().sum() == 0
+    assert fast.alti[1, 5:].abs().sum() == 0 and fast.alti[1, :, 5:].abs().sum() == 0
+    assert (dense.alti[0] > 0).float().mean() > 0.1  # a real test: some pairs score above the clip
+    only = M.layer_terms(p, False, True, False)  # GlobEnc alone: the same Gram
+    assert only.gram0 is None and only.alti is None
+    torch.testing.assert_close(only.gram2, fast.gram2)
+    sq, sq2 = M.weighted_sq_norms(p, [fast.gram0, fast.gram2])
+    torch.testing.assert_close(sq[1, :5, :5], M._weighted_sq_norms_dense(p.probs, dense.gram0)[1, :5, :5],
+                               atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(sq2[0], M._weighted_sq_norms_dense(p.probs, dense.gram2)[0], atol=1e-4, rtol=1e-4)
+    assert sq[1, 5:].abs().sum() == 0 and sq[1, :, 5:].abs().sum() == 0
     # norm_layer against the explicit sum of vectors
     mixed = torch.einsum("bhij,bhjd->bijd", p.probs, p.f)
-    torch.testing.assert_close(M.norm_layer(p)[:, 0], mixed.norm(dim=-1), atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(M.norm_layer(p)[:, 0, :5, :5], mixed.norm(dim=-1)[:, :5, :5], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(M.norm_layer(p)[0, 0], mixed.norm(dim=-1)[0], atol=1e-4, rtol=1e-4)
