@@ -29,6 +29,7 @@ LAYER_PANELS = ((ProbeKind.distance.value, "uuas"), (ProbeKind.distance.value, "
 CONTROL = {"codelength_bits": "control_codelength_bits", "compression": "control_compression"}
 # the grid of a structural probe per head: its headline metric
 HEAD_METRIC = {k.value: schema.PROBE_HEADLINE[k] for k in (ProbeKind.distance, ProbeKind.depth)}
+TREE_METHOD = "mst_undirected"  # the trees table's undirected tree: scored by UUAS, as the distance probe is
 _RANDOM = re.compile(r"-random\d+$")  # probing.encoder.model_label of a model.random_init copy
 _COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2")
 _COLS = 3  # panels per row of the per-layer curves
@@ -127,28 +128,40 @@ def _line(x: Sequence[float], y: Sequence[float], name: str, colour: str, dash: 
             "hovertemplate": f"{name}<br>layer %{{x}}: %{{y:.4f}}<extra></extra>"}
 
 
-def _attention_grids(model: str, sources: Sequence[Any]) -> tuple[Optional[Any], list[tuple[str, pd.DataFrame]]]:
-    """The heads source of ``model`` and its attention accuracy over all relations, per direction."""
+def _attention_grids(model: str, kind: str, sources: Sequence[Any]
+                     ) -> tuple[Optional[Any], list[tuple[str, pd.DataFrame, str]]]:
+    """The heads source of ``model`` and its grids of the same heads: attention accuracy over all relations
+    per direction, and for the distance probe the UUAS of the undirected spanning tree decoded from each
+    head's attention (its ``trees`` table), as ``(title, rows, value column)``."""
     for s in sources:
         h = s.heads
         if h is None or not len(h) or ("model" in h.columns and str(h["model"].iloc[0]) != model):
             continue
-        h = h[h["relation"] == schema.ALL]
+        h = _attention_only(h[h["relation"] == schema.ALL])
         if "label_set" in h.columns:
             h = h[h["label_set"] == LabelSet.as_is.value]
-        if "measure" in h.columns:
-            h = h[h["measure"].astype(str) == Measure.attention.value]
-        dirs = [d.value for d in Direction if (h["direction"] == d.value).any()]
-        if dirs:
-            return s, [(d, h[h["direction"] == d]) for d in dirs]
+        got = [(f"attention accuracy (all relations, {d.value})", h[h["direction"] == d.value], "accuracy")
+               for d in Direction if (h["direction"] == d.value).any()]
+        t = _attention_only(s.trees) if s.trees is not None else None
+        if kind == ProbeKind.distance.value and t is not None:
+            t = t[(t["method"].astype(str) == TREE_METHOD) & t["head"].notna()]
+            if len(t) and "uuas" in t.columns:
+                got.append(("UUAS of its attention's spanning tree", t, "uuas"))
+        if got:
+            return s, got
     return None, []
+
+
+def _attention_only(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["measure"].astype(str) == Measure.attention.value] if "measure" in df.columns else df
 
 
 def head_figures(sources: Sequence[Any]) -> list[Fig]:
     """Per source and structural probe kind with per-head jobs: the layer x head grid of its headline
     metric (UUAS, root accuracy) from each head's output vectors, beside the attention accuracy (all
-    relations, each direction) of the same heads from a heads run of the same model in the page; the
-    Spearman correlation over heads in each attention panel's title."""
+    relations, each direction) of the same heads from a heads run of the same model in the page, and for
+    the distance probe the UUAS of the tree decoded from each head's attention; the Spearman correlation
+    over heads in each attention panel's title."""
     out: list[Fig] = []
     for s in sources:
         df = probe_rows(s)
@@ -160,29 +173,30 @@ def head_figures(sources: Sequence[Any]) -> list[Fig]:
             probe = part[part["metric"] == metric].groupby(["layer", "head"], as_index=False)["value"].mean()
             if not len(probe):
                 continue
-            heads_src, att = _attention_grids(str(model), sources)
+            heads_src, att = _attention_grids(str(model), str(kind), sources)
             shape = tuple(max(v) for v in zip(*[(int(t["layer"].max()) + 1, int(t["head"].max()) + 1)
-                                                for t in [probe] + [a for _, a in att]]))
+                                                for t in [probe] + [a for _, a, _ in att]]))
             z = grid(probe, "value", *shape)
-            titles = [f"{s.label}<br>{metric} of a probe on the head's output"]
+            titles = [f"{s.label}<br>{metric} of a probe on the head's output<br> "]
             grids = []
-            for d, a in att:
-                acc = grid(a, "accuracy", *shape)
-                both = np.isfinite(z) & np.isfinite(acc)
-                rho = (f" · ρ with {metric} {spearmanr(z[both], acc[both])[0]:.2f} ({int(both.sum())} heads)"
+            for title, a, col in att:
+                other = grid(a, col, *shape)
+                both = np.isfinite(z) & np.isfinite(other)
+                rho = (f"<br>ρ with {metric} {spearmanr(z[both], other[both])[0]:.2f} ({int(both.sum())} heads)"
                        if both.sum() > 2 else "")
-                titles.append(f"{heads_src.label}<br>attention accuracy, all relations, {d}{rho}")
-                grids.append(acc)
+                titles.append(f"{heads_src.label}<br>{title}{rho}")
+                grids.append((other, col))
             fig = P.grid_figure(1, 1 + len(grids), titles, horizontal_spacing=0.09)
             fig["data"].append(P.on(P.heatmap(z, "coloraxis", f"L%{{y}} H%{{x}}<br>{metric} %{{z:.3f}}"), 1, 1,
                                     1 + len(grids)))
-            for c, acc in enumerate(grids, start=2):
-                fig["data"].append(P.on(P.heatmap(acc, "coloraxis2", "L%{y} H%{x}<br>attention accuracy %{z:.3f}"),
+            for c, (other, col) in enumerate(grids, start=2):
+                name = "attention accuracy" if col == "accuracy" else "attention tree UUAS"
+                fig["data"].append(P.on(P.heatmap(other, "coloraxis2", f"L%{{y}} H%{{x}}<br>{name} %{{z:.3f}}"),
                                         1, c, 1 + len(grids)))
             P.layer_head_axes(fig, 1, 1 + len(grids), *shape)
-            fig["layout"].update(height=380, margin=dict(b=40, l=50, r=80, t=80),
+            fig["layout"].update(height=400, margin=dict(b=40, l=50, r=80, t=100),
                                  coloraxis=P.coloraxis("Viridis", metric[:8], P.bar_right_of(fig, 1), cmin=0),
-                                 coloraxis2=P.coloraxis("Viridis", "acc", dict(len=0.9), cmin=0, cmax=1))
+                                 coloraxis2=P.coloraxis("Viridis", "attention", dict(len=0.9), cmin=0))
             for a in fig["layout"].get("annotations", []):
                 a["font"] = {**a.get("font", {}), "size": 11}
             note = "" if grids else " (no heads run of this model in the page: attention accuracy not shown)"

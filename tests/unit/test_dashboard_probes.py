@@ -123,20 +123,30 @@ def test_head_grid_beside_the_same_heads_attention_accuracy(tmp_path):
     heads = pd.concat([heads, heads[heads.relation == "nsubj"].assign(relation="all")], ignore_index=True)
     heads.loc[(heads.relation == "all") & (heads.layer == 0) & (heads["head"] == 0), "accuracy"] = 0.9
     write_table(heads, tmp_path / "heads", "heads")
+    # trees decoded from each head's attention: the undirected one is scored by UUAS, as the distance probe
+    trees = pd.DataFrame([dict(method=m, direction=d, layer=k, head=h, uas=np.nan if m == "mst_undirected" else 0.5,
+                               uuas=0.1 * (3 * k + h) + (0.5 if m == "mst_directed" else 0))
+                          for m, d in (("mst_undirected", "undirected"), ("mst_directed", "dep_to_head"))
+                          for k in range(2) for h in range(3)])
+    write_table(trees, tmp_path / "heads", "trees")
     put_json(tmp_path / "heads" / "metrics.json", {"task": "heads"})
     sources = load_sources([head_sweep(tmp_path / "sweep"), tmp_path / "heads"])
     (title, fig, n), = PR.head_figures(sources)
-    assert n == 3 and title == "probe=distance on each head's output: uuas per head"
-    probe, d2h, h2d = fig["data"]
+    assert n == 4 and title == "probe=distance on each head's output: uuas per head"
+    probe, d2h, h2d, tree = fig["data"]
+    assert np.array(tree["z"], dtype=float) == pytest.approx(np.array([[0.0, 0.1, 0.2], [0.3, 0.4, 0.5]]))
+    assert "UUAS of its attention's spanning tree<br>ρ with uuas 1.00 (4 heads)" in (
+        fig["layout"]["annotations"][3]["text"])
     z = np.array(probe["z"], dtype=float)  # the heads run's 2 x 3 shape: head 2 was not probed
     assert z[:, :2] == pytest.approx(np.array([[0.2, 0.3], [0.4, 0.5]])) and np.isnan(z[:, 2]).all()
     acc = np.array(d2h["z"], dtype=float)
     assert acc == pytest.approx(np.array([[0.9, 0.2, 0.3], [0.4, 0.5, 0.6]]))
     rho = spearmanr([0.2, 0.3, 0.4, 0.5], [0.9, 0.2, 0.4, 0.5])[0]
-    assert f"dep_to_head · ρ with uuas {rho:.2f} (4 heads)" in fig["layout"]["annotations"][1]["text"]
+    assert f"dep_to_head)<br>ρ with uuas {rho:.2f} (4 heads)" in fig["layout"]["annotations"][1]["text"]
     assert not F.probe_figures(sources)  # distance probes are drawn here only
     alone = PR.head_figures(load_sources([tmp_path / "sweep"]))
     assert alone[0][2] == 1 and "attention accuracy not shown" in alone[0][0]
     html = write_dashboard([tmp_path / "sweep", tmp_path / "heads"], tmp_path / "d.html").read_text()
-    # heads figures: (nsubj, nmod:poss, nmod base, all) x (accuracy, gain) x 2 directions, + the 3 grids
-    assert re.search(r"data-expected='(\d+)'", html).group(1) == str(4 * 4 + 3)
+    # heads figures: (nsubj, nmod:poss, nmod base, all) x (accuracy, gain) x 2 directions, the 4 grids here,
+    # and the trees section's two (one per method)
+    assert re.search(r"data-expected='(\d+)'", html).group(1) == str(4 * 4 + 4 + 2)
