@@ -226,9 +226,10 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
             df[schema.LAYER] = pd.array(df[schema.LAYER], dtype="Int64")
             df[schema.HEAD] = pd.array(df[schema.HEAD], dtype="Int64")
         out.table(name, df)
-    log.info("probe=%s heads=%s: %s", kind, ident["heads"], ", ".join(
-        f"{k}={v:.4f}" for k, v in result.metrics.items() if isinstance(v, float)))
-    return out.result(metrics, stores.used)
+    # the console's headline, printed last: every score of the probe (uuas/dspr, accuracy/selectivity, bits)
+    headline = f"probe={kind} features={features} heads={ident['heads']} ({ev.name}): " + ", ".join(
+        f"{k}={v:.4f}" for k, v in result.metrics.items() if isinstance(v, float))
+    return out.result(metrics, stores.used, console=headline)
 
 
 def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:

@@ -34,6 +34,9 @@ def test_distance_and_depth_probes_end_to_end(tiny_model_dir, tmp_path):
     assert set(by_len["metric"]) == {"dspr"} and set(by_len.columns) >= set(schema.STRUCTURAL_BY_LENGTH.keys)
     scores = read_table(tmp_path / "dist", schema.PROBE_SCORES.name).set_index("metric")["value"]
     assert scores["uuas"] == pytest.approx(m["uuas"])
+    # the console's headline, printed last, names the probe, what it read and its scores
+    assert dist.console.startswith("probe=distance features=hidden heads=L2 (")
+    assert f"uuas={m['uuas']:.4f}" in dist.console and f"dspr={m['dspr']:.4f}" in dist.console
     depth = _run(tiny_model_dir, tmp_path, "depth", kind=ProbeKind.depth, features=Features.heads, layer=1,
                  rank=4)
     d = depth.metrics
