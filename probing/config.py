@@ -319,7 +319,8 @@ class ProbeConfig:
     # single-split data (grammar, conllu, text, or train_split == eval_split): the last share is held out
     eval_fraction: float = 0.2
     # None: every training arc; else a seeded subsample of that many training arcs (relation, edge: gold arcs
-    # before negatives are drawn; arc: dependents, each with all its candidate heads)
+    # before negatives are drawn; arc: dependents, each with all its candidate heads; distance, depth: whole
+    # sentences, seeded, holding at most that many words)
     max_train_arcs: Optional[int] = None
     C: float = 1.0  # inverse L2 strength (scikit-learn's convention, also for the arc probe)
     max_iter: int = 1000

@@ -7,15 +7,22 @@ to build the padded batches and fit (epochs until early stopping), to predict an
 epochs run and peak RSS.
 
 Measured (2026-12-01, 2 cores shared with other agents' jobs; layer 3 of MiniLM, all of EWT train: 12,544
-sentences, 204,577 words, 384-dim; stopped on dev; dev scores):
-- full rank, 1 torch thread (the default bound), machine at load ~2.5: 4.5 s an epoch; the whole fit is 17 epochs
-  (best 11), so about 80 s for the probe (the same run through `probing task=probe probe=distance data=ud_ewt
-  probe.layer=3`: probe_seconds 93.4 including the test store's extraction, 1.46 GB peak; test UUAS 0.7313,
-  DSpr 0.7752). Under load ~8 (half a core): 186.5 s (gather 8.1 s, fit 174.6 s = 17 x 10.3 s, score 3.8 s),
-  0.96 GB; dev UUAS 0.7337, DSpr 0.7879.
-- --rank 64: 35.9 s (fit 31.0 s, 17 epochs x 1.8 s), dev UUAS 0.7334, DSpr 0.7842: under the 1-minute target.
-- threads side by side, --max-epochs 3, load ~2.5-3.3: 1 thread 4.5 s an epoch, 2 threads 17.0 s an epoch (the
-  threads spin-wait beside the other processes), identical losses; hence MAX_THREADS = 1.
+sentences, 204,577 words, 384-dim; stopped on dev; dev scores unless said):
+- now (47aeca2: hand-worked gradient, fused Adam, padded batches built once) beside f5c91f4 (autograd, per-step
+  gather), ``--compare f5c91f4``, full rank, 1 torch thread, one process, load 3.4-4.5: an epoch 2.67 vs 3.94 CPU s
+  (0.68x); the fit 53.5 vs 67.0 CPU s (0.80x: 20 epochs, best 14, against 17, best 11 -- the rounding of the two
+  gradients differs, so the plateau is met at another epoch); wall 83.3 vs 67.4 s (the machine was busier while
+  the new code ran: compare CPU seconds). Gather 3.1 CPU s, scoring dev + test 2-3 s: the probe is about 60 CPU s,
+  so it meets the one-minute target on one free core, not on the loaded machine. Dev UUAS 0.7345 vs 0.7337, DSpr
+  0.7881 vs 0.7879; test UUAS 0.7318 vs 0.7313, DSpr 0.7753 vs 0.7752. Peak RSS 1.33 GB for both fits.
+- where an epoch's time goes (torch profiler, old code, 210 of 628 batches): the two projection GEMMs ``x B`` and
+  ``x^T dt`` (W x 384 x 384 each) 35%, Adam 19%, autograd's elementwise and broadcast ops ~30%, the pair bmm's 9%.
+  The new step keeps only the GEMMs, two bmm's and a few (b, n, n) passes. What is left is GEMM-bound: bfloat16
+  would run the GEMM about 3x faster here (AMX), but changes the numbers, so it is not used; float64 is not used
+  anywhere.
+- earlier (f5c91f4): full rank ~80 s wall at load ~2.5 (4.5 s an epoch), 186.5 s under load ~8; ``--rank 64``
+  35.9 s (17 epochs x 1.8 s), dev UUAS 0.7334. Threads, ``--max-epochs 3``, load ~2.5-3.3: 1 thread 4.5 s an
+  epoch, 2 threads 17.0 s (spin-waiting beside other processes), identical losses: hence MAX_THREADS = 1.
 - building the hidden stores (first run only, not part of the probe's time): about 25 min for train on the
   loaded machine, 10 s for test once it was quieter (1.15 GiB + 0.15 GiB float16 for train + dev).
 

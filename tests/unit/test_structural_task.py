@@ -59,3 +59,25 @@ def test_new_probe_keys_at_defaults_leave_config_keys_unchanged():
     key = probe_task.config_key(m, d, e, p)
     assert probe_task.config_key(m, d, e, replace(p, mdl=True)) != key
     assert probe_task.config_key(m, d, e, replace(p, rank=8)) != key
+
+
+def test_max_train_arcs_keeps_whole_sentences_up_to_that_many_words():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from probing.probes.data import ProbeSplit
+    from probing.probes.structural_run import train_subset
+
+    store = SimpleNamespace(n_words=np.array([5, 3, 8, 2, 7, 4]))
+    split = ProbeSplit("train", None, store, np.array([0, 1, 2, 3, 4, 5]))
+    assert train_subset(split, None, 0) is split
+    got = train_subset(split, 12, 0)
+    # seed 0 shuffles the sentences to [3, 2, 5, 4, 0, 1] (numpy's permutation): 2 + 8 words fit, + 4 do not
+    assert list(np.random.default_rng(0).permutation(6)) == [3, 2, 5, 4, 0, 1]
+    assert list(got.indices) == [2, 3] and got.name == "train[2 of 6 sentences]"
+    assert list(train_subset(split, 100, 0).indices) == [0, 1, 2, 3, 4, 5]
+    with pytest.raises(ValueError, match="probe.max_train_arcs=1 is fewer words than any training sentence holds"):
+        train_subset(split, 1, 0)
+    with pytest.raises(ValueError, match="probe.max_train_arcs must be positive, got 0"):
+        train_subset(split, 0, 0)
