@@ -283,10 +283,17 @@ class StructuralProbe:
 def score(kind: str, pred: Sequence[np.ndarray], data: Sentences) -> dict[str, float]:
     """The paper's metrics of predictions on ``data``: ``uuas`` and ``dspr`` (distance), ``root_accuracy``
     and ``nspr`` (depth)."""
+    return score_by_length(kind, pred, data)[0]
+
+
+def score_by_length(kind: str, pred: Sequence[np.ndarray], data: Sentences
+                    ) -> tuple[dict[str, float], dict[int, float]]:
+    """:func:`score` and the DSpr (distance) or NSpr (depth) of every sentence length, from one pass over the
+    gold trees (the headline averages lengths 5-50)."""
     heads = [data.sentence_heads(s) for s in range(len(data))]
     punct = [data.sentence_punct(s) for s in range(len(data))]
     if kind == "distance":
-        gold = many(padded_tree_distances, heads)
-        return {"uuas": uuas(pred, heads, punct), "dspr": dspr(pred, gold)[0]}
-    gold = many(padded_tree_depths, heads)
-    return {"root_accuracy": root_accuracy(pred, heads, punct), "nspr": nspr(pred, gold)[0]}
+        avg, per = dspr(pred, many(padded_tree_distances, heads))
+        return {"uuas": uuas(pred, heads, punct), "dspr": avg}, per
+    avg, per = nspr(pred, many(padded_tree_depths, heads))
+    return {"root_accuracy": root_accuracy(pred, heads, punct), "nspr": avg}, per

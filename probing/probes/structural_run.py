@@ -17,8 +17,7 @@ import pandas as pd
 
 from probing.probes.data import ProbeResult, ProbeSplit, punct_tags
 from probing.probes.features import HeadSelection, word_vectors
-from probing.probes.structural import Regimen, Sentences, StructuralProbe, score
-from probing.probes.structural_metrics import dspr, many, nspr, padded_tree_depths, padded_tree_distances
+from probing.probes.structural import Regimen, Sentences, StructuralProbe, score_by_length
 from probing.store import VectorStore
 
 
@@ -50,14 +49,10 @@ def train_subset(split: ProbeSplit, limit: Optional[int], seed: int) -> ProbeSpl
                       split.indices[keep])
 
 
-def by_length(kind: str, pred: list[np.ndarray], data: Sentences) -> pd.DataFrame:
-    """DSpr or NSpr of every sentence length (the headline averages lengths 5-50)."""
-    heads = [data.sentence_heads(s) for s in range(len(data))]
-    if kind == "distance":
-        metric, (_, per) = "dspr", dspr(pred, many(padded_tree_distances, heads))
-    else:
-        metric, (_, per) = "nspr", nspr(pred, many(padded_tree_depths, heads))
-    return pd.DataFrame({"metric": metric, "length": list(per), "value": list(per.values())})
+def by_length(kind: str, per: dict[int, float]) -> pd.DataFrame:
+    """DSpr or NSpr of every sentence length as a table (the headline averages lengths 5-50)."""
+    return pd.DataFrame({"metric": "dspr" if kind == "distance" else "nspr", "length": list(per),
+                         "value": list(per.values())})
 
 
 def run_structural(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection,
@@ -69,7 +64,8 @@ def run_structural(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelect
     dv = te if dev is None else split_sentences(pcfg, dev, sel)
     probe = StructuralProbe(kind, Regimen(rank=pcfg.rank, seed=pcfg.seed)).fit(tr, dv)
     pred = probe.predict(te)
-    metrics: dict[str, Any] = dict(score(kind, pred, te))
+    scores, per_length = score_by_length(kind, pred, te)
+    metrics: dict[str, Any] = dict(scores)
     metrics.update({
         "n_train": int(len(tr.heads)), "n_train_sentences": len(tr), "n_eval": int(len(te.heads)), "n_features": int(tr.vectors.shape[1]),
         "rank": int(probe.probe_.proj.shape[1]), "epochs": int(probe.epochs_),
@@ -77,4 +73,4 @@ def run_structural(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelect
         "stop_split": ev.name if dev is None else dev.name,
     })
     metrics["objective"] = metrics["uuas" if kind == "distance" else "root_accuracy"]
-    return ProbeResult(metrics, {"structural_by_length": by_length(kind, pred, te)})
+    return ProbeResult(metrics, {"structural_by_length": by_length(kind, per_length)})
