@@ -1,8 +1,10 @@
-"""Figures and tables of the head-importance experiment from a ``task=importance`` run dir: per relation, the
-single-head ablation importance heatmap beside the attention-accuracy heatmap (dep_to_head), the pruning
-curves, and the correlation table (markdown).
+"""Figures and tables of the head-importance experiment from ``task=importance`` run dirs (one per readout):
+per relation, the single-head ablation importance heatmap beside the attention-accuracy heatmap (dep_to_head),
+the pruning curves, and the correlation table of every run (markdown). Figures are named by readout
+(``importance_vs_attention_<readout>.png``, ``pruning_all_<readout>.png``, ``importance_<relation>_<readout>.png``).
 
-    python experiments/head_importance_ud_ewt/summarise.py RUN_DIR [--relations all nsubj det ...]
+    python experiments/head_importance_ud_ewt/summarise.py RUN_DIR [RUN_DIR ...] --heads HEADS_RUN_DIR \
+        [--relations all nsubj det ...]
 """
 
 from __future__ import annotations
@@ -23,8 +25,13 @@ from probing.results import read_table  # noqa: E402
 HERE = Path(__file__).resolve().parent
 
 
-def heatmaps(imp: pd.DataFrame, link: pd.DataFrame, accuracy: pd.DataFrame, relations: list[str], path: Path) -> None:
-    one = imp[(imp.method == "ablation") & (imp.metric == "accuracy_drop")]
+LABELS = {"accuracy": "relation-probe accuracy", "uas": "arc-probe UAS", "cosine": "embedding cosine",
+          "mlm_accuracy": "masked-LM accuracy"}
+
+
+def heatmaps(imp: pd.DataFrame, link: pd.DataFrame, accuracy: pd.DataFrame, relations: list[str], metric: str,
+             path: Path) -> None:
+    one = imp[(imp.method == "ablation") & (imp.metric == f"{metric}_drop")]
     fig, axes = plt.subplots(len(relations), 2, figsize=(9, 2.4 * len(relations)), squeeze=False, dpi=90)
     for row, rel in zip(axes, relations):
         drop = one[one.relation == rel].pivot(index="layer", columns="head", values="score")
@@ -33,7 +40,7 @@ def heatmaps(imp: pd.DataFrame, link: pd.DataFrame, accuracy: pd.DataFrame, rela
         im1 = row[1].imshow(acc.to_numpy(), cmap="viridis", aspect="auto", vmin=0, vmax=1)
         r = link[(link.relation == rel) & (link.direction == "dep_to_head")]
         rho = f"ρ = {r.rho.iloc[0]:.2f} [{r.ci_low.iloc[0]:.2f}, {r.ci_high.iloc[0]:.2f}]" if len(r) else ""
-        row[0].set_title(f"{rel}: accuracy drop when ablated", fontsize=9)
+        row[0].set_title(f"{rel}: {LABELS.get(metric, metric)} drop when ablated", fontsize=9)
         row[1].set_title(f"{rel}: attention accuracy (dep→head)  {rho}", fontsize=9)
         for ax, im in ((row[0], im0), (row[1], im1)):
             ax.set_xlabel("head")
@@ -53,22 +60,31 @@ def markdown(df: pd.DataFrame) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("run_dirs", type=Path, nargs="+", help="task=importance run dirs (one per readout)")
     ap.add_argument("--heads", type=Path, help="a task=heads run dir over the same sentences (heatmaps)")
     ap.add_argument("--relations", nargs="+", default=["all", "nsubj", "det", "case", "amod"])
     args = ap.parse_args()
-    imp, link, prune = (read_table(args.run_dir, n) for n in ("importance", "importance_link", "pruning"))
     heads = read_table(args.heads, "heads") if args.heads else None
     if heads is not None:
         heads = heads[(heads.label_set == "as_is") & (heads.measure == "attention")]
-    rels = [r for r in args.relations if r in set(imp.relation)]
-    if heads is not None:
-        heatmaps(imp, link, heads[heads.direction == "dep_to_head"], rels, HERE / "importance_vs_attention.png")
-    pruning_plot(prune, "all", "relation-probe accuracy", "MiniLM · EWT dev", HERE / "pruning_all.png")
-    (HERE / "link.md").write_text(markdown(link.sort_values(["direction", "relation"])))
-    for f in ("importance_all.png", "importance_nsubj.png", "importance_det.png"):
-        if (args.run_dir / "figures" / f).is_file():
-            shutil.copy(args.run_dir / "figures" / f, HERE / f)
+    links = []
+    for run_dir in args.run_dirs:
+        imp, link, prune = (read_table(run_dir, n) for n in ("importance", "importance_link", "pruning"))
+        readout = str(imp.readout.iloc[0])
+        metric = str(imp[imp.metric.str.endswith("_drop")].metric.iloc[0])[: -len("_drop")]
+        rels = [r for r in args.relations if r in set(imp.relation)]
+        if heads is not None:
+            heatmaps(imp, link, heads[heads.direction == "dep_to_head"], rels, metric,
+                     HERE / f"importance_vs_attention_{readout}.png")
+        pruning_plot(prune, "all", LABELS.get(metric, metric), f"MiniLM · EWT dev · {readout} readout",
+                     HERE / f"pruning_all_{readout}.png")
+        for rel in ("all", "nsubj", "det"):
+            f = run_dir / "figures" / f"importance_{rel}.png"
+            if f.is_file():
+                shutil.copy(f, HERE / f"importance_{rel}_{readout}.png")
+        links.append(link)
+    link = pd.concat(links, ignore_index=True)
+    (HERE / "link.md").write_text(markdown(link.sort_values(["readout", "direction", "relation"])))
 
 
 if __name__ == "__main__":
