@@ -1,10 +1,12 @@
 """``task=importance``: what does each head do for syntax? Heads are ablated through gates on their context
 vectors (:mod:`probing.mixing.gates`: ``importance.ablation=mean|zero``) and a readout measures the damage
-(``importance.readout``): a frozen relation probe's accuracy per relation, a frozen arc probe's UAS, or the
-sentence embedding's cosine. ``importance.method``: single-head and leave-one-layer-in ablation, the gradient
+(``importance.readout``): a frozen relation probe's accuracy per relation, a frozen arc probe's UAS, the
+sentence embedding's cosine, or the model's own masked-LM loss on a fixed masked set (checkpoints with a
+masked-LM head only). ``importance.method``: single-head and leave-one-layer-in ablation, the gradient
 importance of Michel et al. (2019), or both. Pruning curves (gradient, attention-accuracy and random orders)
 and, per relation, the Spearman correlation over heads between attention accuracy (``task=heads``: from
-``importance.heads_run`` or computed here) and ablation importance, with bootstrap intervals over sentences.
+``importance.heads_run``, held fixed, or computed here and resampled with the importance) and ablation
+importance, with bootstrap intervals over sentences.
 
 Writes the ``importance``, ``pruning`` and ``importance_link`` tables, a scatter per relation and the pruning
 curves under ``figures/``, and the most important head per relation in ``metrics.json``.
