@@ -83,12 +83,13 @@ def linear_uuas(data_dir: Path, split: str = "test") -> float:
 
 
 def layers_figure(table: pd.DataFrame, path: Path, linear: float | None = None) -> None:
-    fig, axes = plt.subplots(1, 4, figsize=(14, 3.2), dpi=80)
+    fig, axes = plt.subplots(1, 4, figsize=(14, 3.6), dpi=80)
     for ax, metric in zip(axes, STRUCTURAL):
         for model, g in table.groupby("model"):
             if metric in g:
-                random = "random" in model
-                ax.plot(g.layer, g[metric], marker="s" if random else "o", linestyle="--" if random else "-",
+                random, full = "random" in model, "all of train" in model
+                ax.plot(g.layer, g[metric], marker="s" if random else "^" if full else "o",
+                        linestyle="--" if random else ":" if full else "-",
                         label=f"{model}{' (random init)' if random else ''}")
         if metric == "uuas" and linear is not None:
             ax.axhline(linear, color="grey", linestyle=":", label=f"linear chain ({linear:.3f})")
@@ -96,11 +97,12 @@ def layers_figure(table: pd.DataFrame, path: Path, linear: float | None = None) 
         ax.set_xlabel("layer (0 = embeddings)")
         ax.set_xticks(range(int(table.layer.max()) + 1))
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=8)
     n = table.attrs.get("n_train")
     fig.suptitle("MiniLM on UD EWT test: structural probes per hidden layer (trained on "
-                 f"{f'{n:,} words of EWT train' if n else 'EWT train'}, stopped on dev)", fontsize=10)
-    fig.tight_layout()
+                 f"{f'{n:,} words of EWT train' if n else 'EWT train'} unless marked 'all of train'; stopped on dev)",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(path)
     plt.close(fig)
 
@@ -146,7 +148,7 @@ def mdl_figure(mdl: pd.DataFrame, path: Path) -> None:
     axes[0].plot(mdl.layer, mdl.control_codelength_bits / 1000, marker="s", linestyle="--", label="control task")
     axes[0].plot(mdl.layer, mdl.uniform_codelength_bits / 1000, color="grey", linestyle=":", label="uniform code")
     axes[0].set_ylabel("online codelength (kbits)")
-    axes[0].legend(fontsize=8)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=8)
     axes[1].plot(mdl.layer, mdl.compression, marker="o", label="relation labels")
     axes[1].plot(mdl.layer, mdl.control_compression, marker="s", linestyle="--", label="control task")
     axes[1].set_ylabel("compression (uniform / online)")
@@ -177,6 +179,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--hidden", type=Path, nargs="+",
                     help="sweep(s) of probe=distance / depth over layers (and model.random_init)")
+    ap.add_argument("--hidden-full", type=Path, nargs="*", default=[],
+                    help="run or sweep dirs of the same probes on all of EWT train, drawn beside the others")
     ap.add_argument("--heads", type=Path, help="the 72-job sweep of distance probes on head context vectors")
     ap.add_argument("--mdl", type=Path, help="sweep of probe=relation probe.mdl=true over layers")
     ap.add_argument("--attention", type=Path, help="a task=heads run dir on EWT (its heads table)")
@@ -189,8 +193,14 @@ def main() -> None:
     if args.hidden:
         hidden = pd.concat([jobs(d) for d in args.hidden], ignore_index=True)
         table = layer_table(hidden)
-        if hidden.n_train.nunique() == 1:
-            table.attrs["n_train"] = int(hidden.n_train.iloc[0])
+        n_train = int(hidden.n_train.iloc[0]) if hidden.n_train.nunique() == 1 else None
+        if args.hidden_full:
+            full = pd.concat([jobs(d) if not (d / "metrics.json").is_file() else
+                              pd.DataFrame([json.loads((d / "metrics.json").read_text())]) for d in args.hidden_full],
+                             ignore_index=True)
+            full = layer_table(full.assign(model=full.model + ", all of train"))
+            table = pd.concat([table, full], ignore_index=True)
+        table.attrs["n_train"] = n_train
         linear = linear_uuas(args.data_dir) if args.data_dir.is_dir() else None
         layers_figure(table, args.out / "layers.png", linear)
         md += ["## Per hidden layer (EWT test)\n", markdown(table),
@@ -205,6 +215,11 @@ def main() -> None:
             heads_figure(grid, rho, args.out / "heads.png")
             md.append(markdown(pd.DataFrame([{"attention accuracy": k, "n heads": len(grid), "spearman rho": r,
                                               "p": p} for k, (r, p) in rho.items()])))
+            # layers differ in both (early layers attend and write more syntax): rho within each layer too
+            within = [{"layer": int(lay), "spearman rho (better direction)": spearmanr(g.attention_max, g.uuas)[0],
+                       "mean uuas": g.uuas.mean(), "mean attention accuracy": g.attention_max.mean()}
+                      for lay, g in grid.groupby("layer")]
+            md += ["Within each layer (12 heads):\n", markdown(pd.DataFrame(within))]
             top = grid.sort_values("uuas", ascending=False).head(8)
             md += ["Top heads by UUAS from context vectors:\n", markdown(top[[
                 "layer", "head", "uuas", "dspr", "dep_to_head", "head_to_dep"]])]
