@@ -15,6 +15,8 @@ sentences, 204,577 words, 384-dim; stopped on dev; dev scores unless said):
   the new code ran: compare CPU seconds). Gather 3.1 CPU s, scoring dev + test 2-3 s: the probe is about 60 CPU s,
   so it meets the one-minute target on one free core, not on the loaded machine. Dev UUAS 0.7345 vs 0.7337, DSpr
   0.7881 vs 0.7879; test UUAS 0.7318 vs 0.7313, DSpr 0.7753 vs 0.7752. Peak RSS 1.33 GB for both fits.
+  A second run at 14:37 (load ~3, two other busy processes): an epoch 3.24 vs 5.01 CPU s (0.65x), the fit 64.7 vs
+  85.2 CPU s (0.76x), wall 78.9 vs 88.3 s (0.89x); identical losses and scores to the first run (seeded).
 - where an epoch's time goes (torch profiler, old code, 210 of 628 batches): the two projection GEMMs ``x B`` and
   ``x^T dt`` (W x 384 x 384 each) 35%, Adam 19%, autograd's elementwise and broadcast ops ~30%, the pair bmm's 9%.
   The new step keeps only the GEMMs, two bmm's and a few (b, n, n) passes. What is left is GEMM-bound: bfloat16
