@@ -8,8 +8,9 @@ and, per relation, the Spearman correlation over heads between attention accurac
 ``importance.heads_run``, held fixed, or computed here and resampled with the importance) and ablation
 importance, with bootstrap intervals over sentences.
 
-Writes the ``importance``, ``pruning`` and ``importance_link`` tables, a scatter per relation and the pruning
-curves under ``figures/``, and the most important head per relation in ``metrics.json``.
+Writes the ``importance``, ``pruning`` and ``importance_link`` tables (and ``heads``, the attention accuracy, when it
+is computed here), a scatter per relation and the pruning curves under ``figures/``, and the most important head
+per relation in ``metrics.json``.
 """
 
 from __future__ import annotations
@@ -97,18 +98,18 @@ def _unlimited(data: DataConfig) -> DataConfig:
 
 def attention_accuracy(imp: ImportanceConfig, heads: HeadsConfig, model: ModelConfig, corpus: Corpus,
                        extract: ExtractConfig, stores: list) -> tuple[pd.DataFrame, Optional[dict]]:
-    """Every head's attention accuracy per relation and direction (UD labels as they are): the heads table of
-    ``importance.heads_run`` (held fixed: no resamples), or computed here on the evaluation corpus's attention
-    store, with its accuracy in the ``importance.bootstrap`` resamples of :func:`sentence_weights` (``(n, L·H)``
-    per (relation, direction)) when the store holds every evaluation sentence."""
-    cols = ["relation", "direction", "layer", "head", "accuracy"]
+    """Every head's attention accuracy per relation and direction (UD labels as they are; a heads table: relation,
+    direction, layer, head, accuracy, its interval...): the heads table of ``importance.heads_run`` (held fixed:
+    no resamples), or computed here on the evaluation corpus's attention store, with its accuracy in the
+    ``importance.bootstrap`` resamples of :func:`sentence_weights` (``(n, L·H)`` per (relation, direction))
+    when the store holds every evaluation sentence."""
     if imp.heads_run:
         table = read_table(Path(absolute(imp.heads_run)), schema.HEADS.name)
         if table is None:
             raise ProbingError(f"importance.heads_run={imp.heads_run}: no {schema.HEADS.name} table there "
                                "(give the run dir of a task=heads run)")
         table = table[(table["label_set"] == LabelSet.as_is.value) & (table["measure"] == Measure.attention.value)]
-        return table[cols], None
+        return table.reset_index(drop=True), None
     report = ensure_store(model, corpus, extract, Measure.attention)
     stores.append(store_use(report, corpus))
     store = report.store
@@ -121,8 +122,7 @@ def attention_accuracy(imp: ImportanceConfig, heads: HeadsConfig, model: ModelCo
     counts = counts[LabelSet.as_is]
     table, _ = accuracy_table(counts, directions, list(heads.offsets), store.num_layers, store.num_heads, 1,
                               heads.ci, [])
-    return table[cols], (_resampled_accuracy(counts, directions, store.num_layers * store.num_heads)
-                         if paired else None)
+    return table, (_resampled_accuracy(counts, directions, store.num_layers * store.num_heads) if paired else None)
 
 
 def _resampled_accuracy(counts: RelationCounts, directions: list[Direction], lh: int) -> dict:
@@ -242,6 +242,11 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
         t = time.perf_counter()
         accuracy, acc_samples = attention_accuracy(imp, heads, model, corpus, extract, stores)
         seconds["attention_accuracy"] = time.perf_counter() - t
+        if not imp.heads_run:  # computed here: kept in the run dir, where the dashboard's scatter reads it
+            run_keys = {"model": model.name, "corpus": corpus.name, "split": corpus.split,
+                        "measure": Measure.attention.value}
+            out.table(schema.HEADS.name, accuracy.assign(**run_keys)[list(schema.HEADS.keys)
+                                                                      + list(schema.HEADS.metrics)])
     if accuracy is not None and want_ablation:
         link = link_rows(accuracy, single, drop_samp[:, : n_layers * n_heads], groups, keep, n_layers, n_heads,
                          imp.ci, acc_samples)

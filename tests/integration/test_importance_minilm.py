@@ -82,3 +82,10 @@ def test_importance_minilm_ewt(ewt_dir, tmp_path):
     assert len(both) == 72
     assert row.rho == pytest.approx(spearmanr(both.accuracy, both.score)
                                     .statistic, abs=1e-9)
+    # the attention accuracy the importance run computed is in its run dir, as a heads table (the dashboard's
+    # scatter reads it), with the same numbers as the heads run's
+    own = pd.read_csv(run_dir / "heads.csv")
+    assert list(own.columns) == list(schema.HEADS.keys) + list(schema.HEADS.metrics)
+    mine = own[(own.relation == "all") & (own.direction == "dep_to_head")].merge(acc, on=["layer", "head"])
+    assert len(mine) == 72
+    np.testing.assert_allclose(mine.accuracy_x, mine.accuracy_y)
