@@ -3,8 +3,8 @@ head's ablation importance beside its attention accuracy, and the scatter of the
 coloured by layer, the run's Spearman and interval in the title); gradient and leave-one-layer-in
 importance; the pruning curves; and a table linking the two per relation.
 
-The run does not write the attention accuracy it links against; it comes from the run's
-``importance.heads_run`` heads table, else from a heads run of the same model, corpus and split in the page.
+The attention accuracy comes from the run's ``importance.heads_run`` heads table, else from the heads table the
+run wrote (the accuracy it computed), else from a heads run of the same model, corpus and split in the page.
 Builders return ``(title, figure, n_heatmaps)`` like :mod:`probing.report.dashboard_figures`.
 """
 
@@ -39,10 +39,11 @@ def drop_metric(imp: pd.DataFrame) -> Optional[str]:
 
 def attention_of(src: Any, sources: Sequence[Any]) -> tuple[Optional[pd.DataFrame], str]:
     """The attention accuracy (UD labels as they are, attention maps) the importance is read against, and
-    where it came from: the run's ``importance.heads_run``, else a heads run in the page with the same
-    model, corpus and split."""
+    where it came from: the run's ``importance.heads_run`` or the heads table the run computed itself, else a
+    heads run in the page with the same model, corpus and split."""
     ident = src.importance.iloc[0]
-    found, origin = src.linked_heads, "importance.heads_run"
+    named = (src.config.get("importance") or {}).get("heads_run")
+    found, origin = src.linked_heads, ("importance.heads_run" if named else "the run's own heads table")
     if found is None:
         for s in sources:
             h = s.heads

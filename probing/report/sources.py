@@ -115,15 +115,18 @@ def load_run(run_dir: Path) -> Source:
 
 
 def load_importance(src: Source) -> None:
-    """A ``task=importance`` run's tables, and the heads table its link was computed against when the run
-    names one (``importance.heads_run``; the run does not write the accuracy it computes itself)."""
+    """A ``task=importance`` run's tables, and the heads table its link was computed against: the one of
+    ``importance.heads_run`` when the run names one, else the run's own (the accuracy it computed)."""
     run_dir = src.path
     src.importance = _schema_table(run_dir, schema.IMPORTANCE, ("method", "metric", "relation", "layer", "head",
                                                                 "score"))
     src.pruning = _schema_table(run_dir, schema.PRUNING, ("order", "fraction_removed", "relation", "score"))
     src.importance_link = _schema_table(run_dir, schema.IMPORTANCE_LINK, ("relation", "direction", "rho"))
     heads_run = (src.config.get("importance") or {}).get("heads_run")
-    if src.importance is None or not heads_run:
+    if src.importance is None:
+        return
+    if not heads_run:
+        src.linked_heads = src.heads
         return
     path = Path(heads_run)
     path = path if path.is_absolute() or path.is_dir() else run_dir / path

@@ -51,7 +51,7 @@ TASKS: dict[TaskName, Task] = {
     TaskName.heads: Task(_lazy("heads"), dashboard=True),
     TaskName.probe: Task(_lazy("probe")),  # sweeps of probes get one dashboard from probing-report
     TaskName.inspect: Task(_lazy("inspect")),
-    TaskName.importance: Task(_lazy("importance")),
+    TaskName.importance: Task(_lazy("importance"), dashboard=True),  # its heatmaps, scatter, pruning curves
 }
 
 

@@ -68,6 +68,8 @@ def test_importance_minilm_ewt(ewt_dir, tmp_path):
     assert (run_dir / "figures" / "importance_all.png").is_file()
     assert (run_dir / "figures" / "pruning_all.png").is_file()
     assert list((run_dir / "wandb").glob("offline-run-*"))
+    page = (run_dir / "dashboard.html").read_text()  # the run's own dashboard, as task=heads writes one
+    assert "<h2 id='importance'>" in page and "data-expected='0'" not in page
     # independent check of rho: the heads table of a task=heads run over the same sentences
     heads_dir = tmp_path / "heads"
     r = subprocess.run([sys.executable, "-m", "probing.cli", "task=heads", "data=ud_ewt", f"data.dir={ewt_dir}",

@@ -107,6 +107,21 @@ def test_attention_accuracy_from_a_heads_run_in_the_page_or_none(tmp_path):
     assert [n for _, _, n in I.relation_figures(load_sources([tmp_path / "imp", tmp_path / "other"]))] == [2, 2]
 
 
+def test_attention_accuracy_the_run_computed_itself(tmp_path):
+    """A run without importance.heads_run writes the accuracy it computed as its own heads table: the
+    scatter reads it from there, and says so."""
+    run = importance_run(tmp_path / "imp")
+    heads_run(run)  # its heads table, in the importance run's own dir
+    put_json(run / "metrics.json", {"task": "importance", **IDENT})
+    src = load_sources([run])
+    assert src[0].linked_heads is not None
+    figs = I.relation_figures(src)
+    assert [n for _, _, n in figs] == [4, 4]
+    fig = figs[1][1]
+    assert np.array(fig["data"][1]["z"], dtype=float) == pytest.approx(np.array([[0.1, 0.2], [0.3, 0.4]]))
+    assert fig["layout"]["annotations"][1]["text"].endswith("(the run's own heads table)")
+
+
 def test_method_and_pruning_figures(tmp_path):
     src = load_sources([importance_run(tmp_path / "imp")])
     (title, fig, n), = I.method_figures(src)
