@@ -25,6 +25,8 @@ def offline_records(run_file: Path) -> list:
         _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
         pos += 7
         chunk, pos = data[pos:pos + length], pos + length
+        if pos > len(data):  # the writer is still on this chunk: what is complete so far
+            break
         if kind == 0 and length == 0:
             continue
         pending = chunk if kind in (1, 2) else pending + chunk

@@ -37,10 +37,17 @@ def finished_records(run_dir: Path, timeout_s: float = 30.0) -> list:
     asynchronously, so it can lag ``finish()`` by a few milliseconds."""
     import time
 
+    from google.protobuf.message import DecodeError
+
     run_file = next(Path(run_dir).glob("run-*.wandb"))
     deadline = time.monotonic() + timeout_s
     while True:
-        records = offline_records(run_file)
+        try:
+            records = offline_records(run_file)
+        except DecodeError:  # read mid-write (a record not yet whole): read again
+            if time.monotonic() > deadline:
+                raise
+            records = []
         if any(r.WhichOneof("record_type") == "exit" for r in records) or time.monotonic() > deadline:
             return records
         time.sleep(0.05)
