@@ -17,6 +17,11 @@ sentences, 204,577 words, 384-dim; stopped on dev; dev scores unless said):
   0.7881 vs 0.7879; test UUAS 0.7318 vs 0.7313, DSpr 0.7753 vs 0.7752. Peak RSS 1.33 GB for both fits.
   A second run at 14:37 (load ~3, two other busy processes): an epoch 3.24 vs 5.01 CPU s (0.65x), the fit 64.7 vs
   85.2 CPU s (0.76x), wall 78.9 vs 88.3 s (0.89x); identical losses and scores to the first run (seeded).
+- quiet machine (15:32, load ~1, at 9a3848f), full rank, all of EWT train: 1 thread (the default) gather 4.3 s +
+  fit 57.1 s (20 epochs, 2.86 s each) + scoring 2.6 s = 64 s wall; ``--threads 2``: 4.5 + 38.6 (1.93 s an
+  epoch, 74 CPU s) + 3.5 = 47 s wall, identical losses and scores (test UUAS 0.7318, DSpr 0.7753). So the
+  one-minute target on 2 cores is met with both threads; the probe keeps 1 thread by default because sweeps run
+  jobs side by side (and 2 threads spin-wait badly beside other processes, see below).
 - where an epoch's time goes (torch profiler, old code, 210 of 628 batches): the two projection GEMMs ``x B`` and
   ``x^T dt`` (W x 384 x 384 each) 35%, Adam 19%, autograd's elementwise and broadcast ops ~30%, the pair bmm's 9%.
   The new step keeps only the GEMMs, two bmm's and a few (b, n, n) passes. What is left is GEMM-bound: bfloat16
