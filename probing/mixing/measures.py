@@ -69,36 +69,38 @@ class Terms(NamedTuple):
     alti: Optional[torch.Tensor]  # (B, T, T) ALTI's scores before rows are normalised
 
 
-def layer_terms(p: LayerPieces, gram0: bool, gram2: bool, alti: bool) -> Terms:
+def layer_terms(p: LayerPieces, gram0: bool, x2: Optional[torch.Tensor], alti: bool) -> Terms:
     """The wanted terms from ``f`` (one GEMM per head), compiled on CPU (padding skipped, left at 0),
-    :func:`layer_terms_dense` elsewhere. Centring and gains are linear, so ``f1 = γ1 ⊙ centred f`` and ``u``
-    are ``f`` through LN1's (and LN2's) maps, as :func:`contributions` describes."""
+    :func:`layer_terms_dense` elsewhere: ``gram0`` for norm_layer; GlobEnc's ``gram2`` and ``fx2`` when given
+    its residual term ``x2`` (:func:`globenc_residual`); ALTI's scores. Centring and gains are linear, so
+    ``f1 = γ1 ⊙ centred f`` and ``u`` are ``f`` through LN1's (and LN2's) maps, as :func:`contributions`
+    describes."""
     if p.values.device.type != "cpu":
-        return layer_terms_dense(p, gram0, gram2, alti)
+        return layer_terms_dense(p, gram0, x2, alti)
     f = p.f  # (B, H, T, D), head-major underneath
     b, n_heads, t, _ = f.shape
+    gram2 = x2 is not None
     grams = torch.zeros(int(gram0) + int(gram2), b, t, n_heads, n_heads)
     none = torch.empty(0, t, n_heads, n_heads)
     g0, g2 = (grams[0] if gram0 else none), (grams[-1] if gram2 else none)
     fx2 = torch.zeros(b, n_heads, t) if gram2 else torch.empty(0, n_heads, t)
     scores = torch.zeros(b, t, t) if alti else torch.empty(0, t, t)
     x1, target = _alti_inputs(p) if alti else (p.x, p.x)
-    x2 = _x2(p) if gram2 else p.x
     key_terms(p.probs.contiguous().numpy(), f.transpose(0, 1).contiguous().numpy(),
               p.ln1.weight.contiguous().numpy(), p.ln2.weight.contiguous().numpy(), x1.contiguous().numpy(),
-              x2.contiguous().numpy(), target.contiguous().numpy(), p.key_lengths.numpy(), g0.numpy(), g2.numpy(),
-              fx2.numpy(), scores.numpy())
+              (x2 if gram2 else p.x).contiguous().numpy(), target.contiguous().numpy(), p.key_lengths.numpy(),
+              g0.numpy(), g2.numpy(), fx2.numpy(), scores.numpy())
     return Terms(g0 if gram0 else None, g2 if gram2 else None, fx2 if gram2 else None, scores if alti else None)
 
 
-def layer_terms_dense(p: LayerPieces, gram0: bool, gram2: bool, alti: bool) -> Terms:
+def layer_terms_dense(p: LayerPieces, gram0: bool, x2: Optional[torch.Tensor], alti: bool) -> Terms:
     """:func:`layer_terms` in torch, on any device (padding included)."""
     f = p.f
     f1 = _centred(f, p.ln1.weight)
-    u = _centred(f1, p.ln2.weight) if gram2 else None
+    u = _centred(f1, p.ln2.weight) if x2 is not None else None
     return Terms(torch.einsum("bhjd,bkjd->bjhk", f, f) if gram0 else None,
                  torch.einsum("bhjd,bkjd->bjhk", u, u) if u is not None else None,
-                 (u * _x2(p)[:, None]).sum(-1) if u is not None else None,
+                 (u * x2[:, None]).sum(-1) if u is not None else None,
                  alti_l1_scores_dense(p.probs, f1, *_alti_inputs(p)) if alti else None)
 
 
@@ -106,13 +108,12 @@ def _alti_inputs(p: LayerPieces) -> tuple[torch.Tensor, torch.Tensor]:
     """ALTI's residual and target, both divided by LN1's scale ``s_i``: ``x1 = γ1 ⊙ centred x`` (so that
     ``T_i(v_ij) = s_i (Σ_h α f1 + [i = j] x1)``) and ``h_i / s_i`` (B, T, D)."""
     pre = _pre_ln1(p)
-    centred = pre - pre.mean(-1, keepdim=True)
-    s1 = torch.rsqrt(centred.square().mean(-1, keepdim=True) + p.ln1.eps)  # LN1's scale
-    return _centred(p.x, p.ln1.weight), p.ln1.weight * centred + p.ln1.bias / s1
+    s1 = p.ln1.scale(pre)
+    return _centred(p.x, p.ln1.weight), (p.ln1.linear(pre, s1) + p.ln1.bias) / s1
 
 
-def _x2(p: LayerPieces) -> torch.Tensor:
-    """The residual ``x`` through LN1's and LN2's centring and gains (GlobEnc's ``[i = j]`` term)."""
+def globenc_residual(p: LayerPieces) -> torch.Tensor:
+    """The residual ``x`` through LN1's and LN2's centring and gains (GlobEnc's ``[i = j]`` term, ``x2``)."""
     return _centred(_centred(p.x, p.ln1.weight), p.ln2.weight)
 
 
@@ -189,7 +190,8 @@ def contributions(p: LayerPieces, wanted: Sequence[Measure]) -> dict[Measure, to
     need the vectors.
     """
     wanted = {Measure(m) for m in wanted}
-    terms = layer_terms(p, Measure.norm_layer in wanted, Measure.globenc in wanted, Measure.alti in wanted)
+    x2 = globenc_residual(p) if Measure.globenc in wanted else None
+    terms = layer_terms(p, Measure.norm_layer in wanted, x2, Measure.alti in wanted)
     grams = [g for g in (terms.gram0, terms.gram2) if g is not None]
     sq = dict(zip([m for m in (Measure.norm_layer, Measure.globenc) if m in wanted], weighted_sq_norms(p, grams)))
     out = {}
@@ -200,7 +202,7 @@ def contributions(p: LayerPieces, wanted: Sequence[Measure]) -> dict[Measure, to
     if Measure.globenc in wanted:
         g = sq[Measure.globenc]
         diag = torch.diagonal(p.probs, dim1=-2, dim2=-1)  # (B, H, T): α^h_ii
-        cross = 2 * (diag * terms.fx2).sum(1) + _x2(p).square().sum(-1)  # the residual, at i = j
+        cross = 2 * (diag * terms.fx2).sum(1) + x2.square().sum(-1)  # the residual, at i = j
         g.diagonal(dim1=-2, dim2=-1).add_(cross)
         out[Measure.globenc] = normalise_rows(g.clamp(min=0).sqrt())[:, None]
     return out

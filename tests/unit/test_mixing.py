@@ -282,7 +282,8 @@ def test_layer_terms_kernel_equals_torch_form(n_heads):
                     values=torch.randn(b, h, t, d, generator=g), w_o=torch.randn(width, h, d, generator=g) * 0.3,
                     b_o=zeros, ln1=Norm(torch.rand(width, generator=g) + 0.5, zeros, 1e-5),
                     ln2=Norm(torch.rand(width, generator=g) + 0.5, zeros, 1e-5), ffn=torch.zeros_like)
-    fast, dense = M.layer_terms(p, True, True, True), M.layer_terms_dense(p, True, True, True)
+    x2 = M.globenc_residual(p)
+    fast, dense = M.layer_terms(p, True, x2, True), M.layer_terms_dense(p, True, x2, True)
     real = {"gram0": (1, slice(0, 5)), "gram2": (1, slice(0, 5)), "fx2": (1, slice(None), slice(0, 5)),
             "alti": (1, slice(0, 5), slice(0, 5))}
     for name in M.Terms._fields:
@@ -293,7 +294,7 @@ def test_layer_terms_kernel_equals_torch_form(n_heads):
     assert fast.gram2[1, 5:].abs().sum() == 0 and fast.fx2[1, :, 5:].abs().sum() == 0
     assert fast.alti[1, 5:].abs().sum() == 0 and fast.alti[1, :, 5:].abs().sum() == 0
     assert (dense.alti[0] > 0).float().mean() > 0.1  # a real test: some pairs score above the clip
-    only = M.layer_terms(p, False, True, False)  # GlobEnc alone: the same Gram
+    only = M.layer_terms(p, False, x2, False)  # GlobEnc alone: the same Gram
     assert only.gram0 is None and only.alti is None
     torch.testing.assert_close(only.gram2, fast.gram2)
     sq, sq2 = M.weighted_sq_norms(p, [fast.gram0, fast.gram2])
