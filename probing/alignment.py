@@ -6,6 +6,8 @@ A row of a map is where a *query* position looks; rows sum to 1 before and after
 
 from __future__ import annotations
 
+from typing import Sequence
+
 import torch
 
 from probing.config import Pooling
@@ -49,6 +51,16 @@ def pool_attention(attn: torch.Tensor, piece_position: torch.Tensor, n_positions
     return out / counts[:, None, None, :n_positions, None].clamp(min=1.0)
 
 
+def pooling_matrix(piece_position: torch.Tensor, n_positions: int, pooling: Pooling) -> torch.Tensor:
+    """``(B, M, T)`` float32: row p holds the weights of position p's pieces (``1/n`` for each of its n pieces
+    under ``mean_sum``; 1 for its first piece under ``first``), 0 for padding."""
+    pooling = Pooling(pooling)
+    idx, keep = _targets(piece_position, n_positions, pooling)
+    slots = torch.arange(n_positions, device=piece_position.device)
+    member = ((idx[:, None, :] == slots[None, :, None]) & keep[:, None, :]).to(torch.float32)
+    return member / member.sum(-1, keepdim=True).clamp(min=1.0)
+
+
 def pool_vectors(x: torch.Tensor, piece_position: torch.Tensor, n_positions: int, pooling: Pooling
                  ) -> torch.Tensor:
     """Piece vectors ``x (B, ..., T, D)`` -> position vectors ``(B, ..., M, D)`` in float32.
@@ -57,18 +69,27 @@ def pool_vectors(x: torch.Tensor, piece_position: torch.Tensor, n_positions: int
     averaged, the attending word's); ``first``: its first piece's. Padding (position -1) is dropped, as in
     :func:`pool_attention`; special tokens keep their own positions.
     """
-    pooling = Pooling(pooling)
     b, t = piece_position.shape
-    idx, keep = _targets(piece_position, n_positions, pooling)
-    a = x.to(torch.float32)
-    mid, d = a.shape[1:-2], a.shape[-1]
-    flat = a.reshape(b, -1, t, d)  # (B, K, T, D)
-    out = torch.zeros(b, flat.shape[1], n_positions + 1, d, dtype=torch.float32, device=a.device)
-    out.scatter_add_(2, idx[:, None, :, None].expand_as(flat), flat)
-    counts = torch.zeros(b, n_positions + 1, dtype=torch.float32, device=a.device)
-    counts.scatter_add_(1, idx, keep.to(torch.float32))
-    out = out[:, :, :n_positions] / counts[:, None, :n_positions, None].clamp(min=1.0)
+    mid, d = x.shape[1:-2], x.shape[-1]
+    flat = x.to(torch.float32).reshape(b, -1, t, d)  # (B, K, T, D)
+    out = torch.matmul(pooling_matrix(piece_position, n_positions, pooling)[:, None], flat)
     return out.reshape(b, *mid, n_positions, d)
+
+
+def pool_layers(layers: Sequence[torch.Tensor], piece_position: torch.Tensor, n_positions: int,
+                pooling: Pooling, dtype: torch.dtype, heads: int = 1) -> torch.Tensor:
+    """:func:`pool_vectors` of a sequence of K piece tensors ``(B, T, W)`` (one per layer, as a model hands
+    them out) -> ``(B, K, M, W)``, or ``(B, K, heads, M, W/heads)`` when ``heads`` > 1 (the heads' context
+    vectors, concatenated in ``W``), in ``dtype``: each layer is pooled by one batched matrix product straight
+    into the output, never stacked at piece level."""
+    b, t = piece_position.shape
+    width = layers[0].shape[-1]
+    weights = pooling_matrix(piece_position, n_positions, pooling)
+    out = torch.empty(b, len(layers), heads, n_positions, width // heads, dtype=dtype, device=weights.device)
+    for k, x in enumerate(layers):
+        pooled = torch.bmm(weights, x.to(torch.float32))  # (B, M, W)
+        out[:, k] = pooled.view(b, n_positions, heads, width // heads).transpose(1, 2)
+    return out if heads > 1 else out[:, :, 0]
 
 
 def piece_positions(word_ids: list, n_tokens: int) -> tuple[list[int], int, int]:

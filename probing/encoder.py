@@ -209,9 +209,10 @@ class Encoder:
 
     @torch.inference_mode()
     def forward(self, batch: Sequence[Tokenized], hidden: bool = False
-                ) -> tuple[torch.Tensor, torch.Tensor, int, Optional[torch.Tensor]]:
-        """:meth:`attention`, plus every layer's hidden states ``(B, L+1, T, D)`` (the embedding output
-        first) when ``hidden``, else None."""
+                ) -> tuple[torch.Tensor, torch.Tensor, int, Optional[tuple[torch.Tensor, ...]]]:
+        """:meth:`attention`, plus every layer's hidden states when ``hidden`` (L+1 tensors ``(B, T, D)``, the
+        embedding output first, as the model returns them: not stacked, they are pooled layer by layer),
+        else None."""
         t = max(len(x.input_ids) for x in batch)
         ids = torch.full((len(batch), t), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(batch), t), dtype=torch.long)
@@ -227,7 +228,7 @@ class Encoder:
         if attn is None or any(a is None for a in attn):
             raise RuntimeError("the model returned no attention weights (is attn_implementation eager?)")
         stacked = torch.stack(attn, dim=1)  # (B, L, H, T, T)
-        states = torch.stack(out.hidden_states, dim=1) if hidden else None
+        states = tuple(out.hidden_states) if hidden else None
         return stacked, pos.to(stacked.device), max(x.n_positions for x in batch), states
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from filelock import FileLock
 
-from probing.alignment import pool_attention, pool_vectors
+from probing.alignment import pool_attention, pool_layers
 from probing.config import ExtractConfig, Measure, ModelConfig, Pooling, Representation, enum_value
 from probing.corpus import Corpus
 from probing.encoder import Encoder, Tokenized, load_encoder, model_identity, model_label
@@ -149,7 +149,7 @@ def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling, me
 
     Attention alone runs without hooks; any other measure is computed from the same forward pass (rollouts
     over word pieces, then pooled like attention; ``norm`` and ``norm_layer`` rows are never renormalised).
-    Vectors are pooled to positions (:func:`~probing.alignment.pool_vectors`)."""
+    Vectors are pooled to positions layer by layer (:func:`~probing.alignment.pool_layers`)."""
     wanted = [stored(m) for m in measures]
     others = [m for m in wanted if isinstance(m, Measure) and m is not Measure.attention]
     hidden = Representation.hidden in wanted
@@ -160,7 +160,7 @@ def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling, me
         with torch.inference_mode():
             pieces = compute(others, cap.pieces()) if others else {}
             if Representation.heads in wanted:
-                pieces[Representation.heads] = cap.heads(encoder.num_heads)
+                pieces[Representation.heads] = cap.heads()
     else:
         attn, pos, m, states = encoder.forward(batch, hidden)
     pieces[Measure.attention] = attn
@@ -169,7 +169,8 @@ def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling, me
     out = {}
     for what in wanted:
         if isinstance(what, Representation):
-            pooled = pool_vectors(pieces[what], pos, m, pooling).to("cpu", dtype).numpy()
+            split = encoder.num_heads if what is Representation.heads else 1
+            pooled = pool_layers(pieces[what], pos, m, pooling, dtype, split).cpu().numpy()
             out[what] = [np.ascontiguousarray(pooled[b, ..., : x.n_positions, :]) for b, x in enumerate(batch)]
         else:
             pooled = pool_attention(pieces[what], pos, m, pooling, what.stochastic).to("cpu", dtype).numpy()
@@ -302,9 +303,13 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequen
                         writers[k].add(i, a, len(corpus[i]), t.prefix, m=t.n_positions)
             bar.update(len(batch))
         for w in writers:
+            w.flush(wait=False)  # every store's last shard written at once
+        for w in writers:
             w.flush()
     finally:
         bar.close()
+        for w in writers:
+            w.drain()
     seconds = time.perf_counter() - start
     stores = {}
     for t in targets:

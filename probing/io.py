@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 
 
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write to a temporary file beside ``path``, flush to disk, then rename over it."""
+def atomic_write_bytes(path: Path, data: "bytes | memoryview | Any") -> None:
+    """Write ``data`` (bytes or any contiguous buffer, e.g. a numpy array) to a temporary file beside
+    ``path``, flush to disk, then rename over it."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:

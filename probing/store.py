@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
@@ -98,6 +99,14 @@ class ArrayLayout:
         return cls(tuple(int(x) for x in a["lead"]), int(a["positions"]), tuple(int(x) for x in a["tail"]))
 
 
+def _finite(arr: np.ndarray) -> bool:
+    """No inf or NaN in ``arr``; float16 by its exponent bits (all ones: not finite), which numpy tests
+    several times faster than ``isfinite`` on float16, an emulated type."""
+    if arr.dtype == np.float16:
+        return not bool(((arr.view(np.uint16) & 0x7C00) == 0x7C00).any())
+    return bool(np.isfinite(arr).all())
+
+
 class ShardWriter:
     """Accumulates sentences' arrays and writes them as shards of about ``shard_mb`` megabytes, each with its
     byte size and checksum in its index (``shard-K.json``)."""
@@ -113,12 +122,14 @@ class ShardWriter:
         self._rows: list[dict] = []
         self._offset = 0
         self._bytes = 0
+        self._pool: Optional[ThreadPoolExecutor] = None
+        self._pending: Optional[Future] = None
 
     def add(self, index: int, maps: np.ndarray, n_words: int, prefix: int, m: Optional[int] = None) -> None:
         """Queue one sentence's array (``(L, H, M, M)`` maps; ``m``, its number of positions M, defaults to
         the last axis, a map's); arrays that are not finite are refused."""
         arr = np.ascontiguousarray(maps, dtype=self.dtype)
-        if not np.isfinite(arr).all():
+        if not _finite(arr):
             raise StoreError(f"sentence {index}: its {self.what} are not finite in {arr.dtype} (a float16 "
                              "overflow? try extract.store_dtype=float32 or model.dtype=float32); nothing stored")
         self._parts.append(arr.reshape(-1))
@@ -127,20 +138,46 @@ class ShardWriter:
         self._offset += arr.size
         self._bytes += arr.nbytes
         if self._bytes >= self.limit:
-            self.flush()
+            self.flush(wait=False)
 
-    def flush(self) -> None:
-        if not self._rows:
-            return
-        k = self.next_shard
-        data = np.concatenate(self._parts).tobytes()
+    def flush(self, wait: bool = True) -> None:
+        """Write the queued sentences as the next shard. The write (concatenation, checksum, disk) runs in a
+        background thread, so it overlaps the next batches' compute and other writers' flushes; at most one
+        shard per writer is in flight. ``wait``: return only when every shard handed off is on disk (its
+        error, if any, raised here)."""
+        if self._rows:
+            k, parts, rows = self.next_shard, self._parts, self._rows
+            self.next_shard += 1
+            self._parts, self._rows, self._offset, self._bytes = [], [], 0, 0
+            self._wait()
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-writer")
+            self._pending = self._pool.submit(self._write, k, parts, rows)
+        if wait:
+            self.drain()
+
+    def drain(self) -> None:
+        """Wait for the shard in flight (nothing queued is written): what is on disk is settled, e.g. before
+        a failed extraction is retried."""
+        try:
+            self._wait()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown()
+                self._pool = None
+
+    def _wait(self) -> None:
+        if self._pending is not None:
+            pending, self._pending = self._pending, None
+            pending.result()
+
+    def _write(self, k: int, parts: list[np.ndarray], rows: list[dict]) -> None:
+        data = np.concatenate(parts)  # written and hashed through its buffer: no bytes copy
         # the .bin goes first: a shard is complete exactly when its .json exists and matches it
         atomic_write_bytes(shard_path(self.dir, k, "bin"), data)
         write_json(shard_path(self.dir, k, "json"), {
-            "shard": k, "elements": len(data) // self.dtype().itemsize, "bytes": len(data),
-            "xxh3_64": xxhash.xxh3_64_hexdigest(data), "sentences": self._rows})
-        self.next_shard += 1
-        self._parts, self._rows, self._offset, self._bytes = [], [], 0, 0
+            "shard": k, "elements": int(data.size), "bytes": int(data.nbytes),
+            "xxh3_64": xxhash.xxh3_64_hexdigest(data), "sentences": rows})
 
 
 def _read_index(path: Path) -> Optional[dict]:

@@ -189,13 +189,13 @@ class Capture:
         self.context: list[Optional[torch.Tensor]] = [None] * len(parts)
         self.ln1_in: list[Optional[torch.Tensor]] = [None] * len(parts)
 
-    def heads(self, num_heads: int) -> torch.Tensor:
-        """Every head's context vector ``z^h_i = Σ_j α^h_ij v^h_j`` of the last pass, ``(B, L, H, T, d)``, in
-        the model's dtype (``W_O z + b_O`` is the attention block's output before the residual)."""
+    def heads(self) -> list[torch.Tensor]:
+        """Every layer's heads' context vectors ``z^h_i = Σ_j α^h_ij v^h_j`` of the last pass, concatenated over
+        heads as the output projection reads them: L tensors ``(B, T, H·d)`` in the model's dtype (``W_O z +
+        b_O`` is the attention block's output before the residual)."""
         if any(c is None for c in self.context):
             raise RuntimeError("the forward pass did not reach every layer's attention output projection")
-        b, t, width = self.context[0].shape
-        return torch.stack([c.view(b, t, num_heads, width // num_heads).transpose(1, 2) for c in self.context], 1)
+        return list(self.context)  # type: ignore[arg-type]
 
     def pieces(self) -> list[LayerPieces]:
         """Per-layer pieces of the last pass (the per-head ``f`` from ``W_O`` reshaped to ``(D, H, d)``)."""

@@ -9,7 +9,7 @@ import torch
 from representations_oracle import check_heads_identity
 from test_store_extract import TEXTS, cfg, corpus
 
-from probing.alignment import pool_vectors
+from probing.alignment import pool_layers, pool_vectors
 from probing.config import Measure, ModelConfig, Pooling, Representation
 from probing.encoder import Encoder, model_identity
 from probing.errors import StoreError
@@ -31,6 +31,24 @@ def test_pool_vectors_hand_worked():
     np.testing.assert_allclose(mean[0, :, 1], [0, 10, 25, 40, 50])
     # leading axes are kept: (B, L, H, T, d) -> (B, L, H, M, d)
     assert pool_vectors(torch.zeros(1, 3, 2, 7, 4), pos, 5, Pooling.first).shape == (1, 3, 2, 5, 4)
+
+
+def test_pool_layers_splits_heads_and_matches_a_loop():
+    """Per-layer pooling straight into the store dtype, heads split off the width: against a loop over
+    positions in numpy (batch of two, padding, a three-piece word, a second sentence one position short)."""
+    pos = torch.tensor([[0, 1, 1, 1, 2, 3], [0, 1, 2, -1, -1, -1]])
+    layers = [torch.randn(2, 6, 6) for _ in range(3)]  # 3 layers, width 6 = 2 heads x 3
+    for pooling in (Pooling.mean_sum, Pooling.first):
+        out = pool_layers(layers, pos, 4, pooling, torch.float16, heads=2)
+        assert out.shape == (2, 3, 2, 4, 3) and out.dtype == torch.float16
+        for b in range(2):
+            for k, x in enumerate(layers):
+                for p in range(4):
+                    pieces = np.flatnonzero(pos[b].numpy() == p)
+                    want = np.zeros(6) if not len(pieces) else (
+                        x[b, pieces].numpy().mean(0) if pooling is Pooling.mean_sum else x[b, pieces[0]].numpy())
+                    np.testing.assert_allclose(out[b, k, :, p].float().numpy(), want.reshape(2, 3), atol=2e-3)
+    assert pool_layers(layers, pos, 4, Pooling.mean_sum, torch.float32).shape == (2, 3, 4, 6)
 
 
 def test_keys_dirs_and_the_attention_store_unchanged(tiny_encoder, tmp_path):
@@ -107,7 +125,8 @@ def test_first_pooling_takes_the_first_piece(tiny_model_dir, tiny_encoder, tmp_p
     pos = np.asarray(tok.piece_position)
     firsts = [int(np.flatnonzero(pos == p)[0]) for p in range(tok.n_positions)]
     assert len(set(firsts)) < len(pos)
-    np.testing.assert_allclose(r.stores[Representation.hidden].vectors(SPLIT), states[0][:, firsts].numpy(),
+    pieces = torch.stack(states, 1)[0]  # (L+1, T, D): forward hands out one tensor per layer
+    np.testing.assert_allclose(r.stores[Representation.hidden].vectors(SPLIT), pieces[:, firsts].numpy(),
                                atol=1e-6)
 
 

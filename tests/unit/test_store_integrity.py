@@ -129,6 +129,12 @@ def test_values_that_are_not_finite_are_refused(tmp_path):
     bad = np.full((1, 1, 3, 3), np.nan, dtype=np.float32)
     with pytest.raises(StoreError, match="sentence 7: its attention maps are not finite"):
         w.add(7, bad, n_words=1, prefix=1)
+    (tmp_path / "f16").mkdir()
+    half = ShardWriter(tmp_path / "f16", "float16", shard_mb=0)  # float16 is tested by its exponent bits
+    for value in (np.inf, -np.inf, np.nan):
+        with pytest.raises(StoreError, match="sentence 3: its attention maps are not finite in float16"):
+            half.add(3, np.array([[[[0.5, value], [65504.0, -65504.0]]]], dtype=np.float32), n_words=1, prefix=1)
+    half.add(4, np.array([[[[0.5, 1e-7], [65504.0, -65504.0]]]], dtype=np.float32), n_words=1, prefix=1)  # finite
     # a shard whose bytes are NaN with a matching checksum (written by something else): refused on read
     w.add(0, np.ones((1, 1, 3, 3), dtype=np.float32) / 3, n_words=1, prefix=1)
     w.flush()
@@ -150,3 +156,11 @@ def test_a_store_of_another_format_is_refused_by_name(built):
     (built / "manifest.json").write_text(json.dumps({**manifest, "format": 1}))
     with pytest.raises(StoreError, match="store format 1 != 2"):
         AttentionStore(built)
+
+
+def test_a_failed_background_write_is_raised_by_flush(tmp_path):
+    """Shards are written in a background thread; its error surfaces in the caller's flush, not lost."""
+    w = ShardWriter(tmp_path / "missing" / "dir", "float32", shard_mb=0)
+    w.add(0, np.ones((1, 1, 2, 2), dtype=np.float32) / 2, n_words=1, prefix=1)  # full: handed to the thread
+    with pytest.raises(FileNotFoundError):
+        w.flush()
