@@ -40,14 +40,25 @@ class Norm:
 
     def scale(self, z: torch.Tensor) -> torch.Tensor:
         """``1 / sqrt(var z + eps)`` per vector, keepdim: the factor that makes LN linear in fixed context."""
-        return torch.rsqrt(z.var(-1, unbiased=False, keepdim=True) + self.eps)
+        return self.split(z)[1]
+
+    def split(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(γ ⊙ (z - mean z), scale(z))``, so that ``LN(z) = first · scale + β``; the variance from the
+        centred values (torch's ``var`` is 2.5x slower on (B, T, D))."""
+        c = z - z.mean(-1, keepdim=True)
+        return self.weight * c, torch.rsqrt(c.square().mean(-1, keepdim=True) + self.eps)
+
+    def centred(self, v: torch.Tensor) -> torch.Tensor:
+        """``γ ⊙ (v - mean v)``: LN's centring and gain, the linear part before the scale."""
+        return self.weight * (v - v.mean(-1, keepdim=True))
 
     def linear(self, v: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         """LN as a linear map of a part ``v`` of the normalised sum, given that sum's ``scale`` (no β)."""
-        return self.weight * (v - v.mean(-1, keepdim=True)) * scale
+        return self.centred(v) * scale
 
     def __call__(self, z: torch.Tensor) -> torch.Tensor:
-        return self.linear(z, self.scale(z)) + self.bias
+        c, scale = self.split(z)
+        return c * scale + self.bias
 
 
 def key_lengths(probs: torch.Tensor) -> torch.Tensor:
@@ -105,6 +116,12 @@ class LayerPieces:
         per_head = self.values.transpose(0, 1).reshape(n_heads, b * t, d)
         # one GEMM per head; the result is stored head-major, (H, B, T, D), and viewed as (B, H, T, D)
         return torch.bmm(per_head, w.permute(1, 2, 0)).view(n_heads, b, t, -1).transpose(0, 1)
+
+    @functools.cached_property
+    def x1(self) -> torch.Tensor:
+        """``γ1 ⊙ centred x`` (B, T, D): the residual through LN1's centring and gain, which ALTI and GlobEnc
+        both read."""
+        return self.ln1.centred(self.x)
 
     @functools.cached_property
     def key_lengths(self) -> torch.Tensor:

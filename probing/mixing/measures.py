@@ -96,8 +96,8 @@ def layer_terms(p: LayerPieces, gram0: bool, x2: Optional[torch.Tensor], alti: b
 def layer_terms_dense(p: LayerPieces, gram0: bool, x2: Optional[torch.Tensor], alti: bool) -> Terms:
     """:func:`layer_terms` in torch, on any device (padding included)."""
     f = p.f
-    f1 = _centred(f, p.ln1.weight)
-    u = _centred(f1, p.ln2.weight) if x2 is not None else None
+    f1 = p.ln1.centred(f)
+    u = p.ln2.centred(f1) if x2 is not None else None
     return Terms(torch.einsum("bhjd,bkjd->bjhk", f, f) if gram0 else None,
                  torch.einsum("bhjd,bkjd->bjhk", u, u) if u is not None else None,
                  (u * x2[:, None]).sum(-1) if u is not None else None,
@@ -107,14 +107,13 @@ def layer_terms_dense(p: LayerPieces, gram0: bool, x2: Optional[torch.Tensor], a
 def _alti_inputs(p: LayerPieces) -> tuple[torch.Tensor, torch.Tensor]:
     """ALTI's residual and target, both divided by LN1's scale ``s_i``: ``x1 = γ1 ⊙ centred x`` (so that
     ``T_i(v_ij) = s_i (Σ_h α f1 + [i = j] x1)``) and ``h_i / s_i`` (B, T, D)."""
-    pre = _pre_ln1(p)
-    s1 = p.ln1.scale(pre)
-    return _centred(p.x, p.ln1.weight), (p.ln1.linear(pre, s1) + p.ln1.bias) / s1
+    centred, s1 = p.ln1.split(_pre_ln1(p))
+    return p.x1, centred + p.ln1.bias / s1  # (LN1(pre) = centred · s1 + β) / s1
 
 
 def globenc_residual(p: LayerPieces) -> torch.Tensor:
     """The residual ``x`` through LN1's and LN2's centring and gains (GlobEnc's ``[i = j]`` term, ``x2``)."""
-    return _centred(_centred(p.x, p.ln1.weight), p.ln2.weight)
+    return p.ln2.centred(p.x1)
 
 
 def weighted_sq_norms(p: LayerPieces, grams: Sequence[torch.Tensor]) -> list[torch.Tensor]:
@@ -137,10 +136,6 @@ def _weighted_sq_norms_dense(probs: torch.Tensor, gram: torch.Tensor) -> torch.T
 def norm_layer(p: LayerPieces) -> torch.Tensor:
     """``||Σ_h α^h_ij f^h(x_j)||``, the heads' output for piece j seen from query i."""
     return contributions(p, [Measure.norm_layer])[Measure.norm_layer]
-
-
-def _centred(v: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
-    return gain * (v - v.mean(-1, keepdim=True))
 
 
 def mixed_vectors(p: LayerPieces, rows: slice) -> torch.Tensor:
