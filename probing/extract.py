@@ -32,18 +32,8 @@ from probing.encoder import Encoder, Tokenized, load_encoder, model_identity, mo
 from probing.errors import ProbingError, StoreError
 from probing.mixing import capture, compute, heads_of
 from probing.paths import absolute
-from probing.store import (
-    FORMAT_VERSION,
-    MANIFEST,
-    ArrayLayout,
-    ArrayStore,
-    AttentionStore,
-    ShardWriter,
-    VectorStore,
-    complete_shards,
-    discard_shards,
-    write_manifest,
-)
+from probing.shards import MANIFEST, ShardWriter, complete_shards, discard_shards
+from probing.store import FORMAT_VERSION, ArrayLayout, ArrayStore, AttentionStore, VectorStore, write_manifest
 
 log = logging.getLogger(__name__)
 

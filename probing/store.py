@@ -12,8 +12,9 @@ Layout of a store directory::
     manifest.json      written last: the store is complete exactly when it exists; it records every
                        shard's size, checksum and sentence count
 
-Each shard's ``.bin`` is renamed into place before its ``.json``, and each file is written to a
-temporary name first, so a crash leaves either a whole shard or nothing that is read. A rerun resumes
+Shards are written by :class:`~probing.shards.ShardWriter`: each ``.bin`` is renamed into place before its
+``.json``, and each file is written to a temporary name first, so a crash leaves either a whole shard or
+nothing that is read. A rerun resumes
 from the complete shards. ``M = prefix + n_words + suffix`` positions: the model's special tokens stay.
 
 Integrity: opening a store checks every shard's size and index against the manifest (cheap); the first
@@ -25,49 +26,29 @@ from __future__ import annotations
 
 import json
 import logging
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
 
 import numpy as np
-import xxhash
 
 from probing.config import Measure
 from probing.errors import StoreError
-from probing.io import atomic_write_bytes, write_json
+from probing.io import write_json
+from probing.shards import (
+    DTYPES,
+    MANIFEST,
+    checksum,
+    complete_shards,
+    finite,
+    read_index,
+    shard_path,
+    shard_problem,
+)
 
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 2  # 2: shards carry their byte size and checksum
-_DTYPES = {"float16": np.float16, "float32": np.float32}
-MANIFEST = "manifest.json"
-_READ_BLOCK = 16 * 2**20
-
-
-def shard_path(directory: Path, k: int, suffix: str) -> Path:
-    return Path(directory) / f"shard-{k:05d}.{suffix}"
-
-
-def checksum(path: Path) -> str:
-    """xxh3-64 of a file's bytes (hex), read in blocks: a few GB/s, so checking a shard costs about as much
-    as reading it once."""
-    h = xxhash.xxh3_64()
-    with open(path, "rb") as f:
-        while block := f.read(_READ_BLOCK):
-            h.update(block)
-    return h.hexdigest()
-
-
-@dataclass(frozen=True)
-class SentenceEntry:
-    """Where one sentence's maps live: shard, element offset, positions M, words n, special prefix."""
-
-    shard: int
-    offset: int
-    m: int
-    n_words: int
-    prefix: int
 
 
 @dataclass(frozen=True)
@@ -97,155 +78,6 @@ class ArrayLayout:
         if a is None:
             return cls((int(manifest["num_layers"]), int(manifest["num_heads"])), 2)
         return cls(tuple(int(x) for x in a["lead"]), int(a["positions"]), tuple(int(x) for x in a["tail"]))
-
-
-def _finite(arr: np.ndarray) -> bool:
-    """No inf or NaN in ``arr``; float16 by its exponent bits (all ones: not finite), which numpy tests
-    several times faster than ``isfinite`` on float16, an emulated type."""
-    if arr.dtype == np.float16:
-        return not bool(((arr.view(np.uint16) & 0x7C00) == 0x7C00).any())
-    return bool(np.isfinite(arr).all())
-
-
-class ShardWriter:
-    """Accumulates sentences' arrays and writes them as shards of about ``shard_mb`` megabytes, each with its
-    byte size and checksum in its index (``shard-K.json``)."""
-
-    def __init__(self, directory: Path, dtype: str, shard_mb: int, first_shard: int = 0,
-                 what: str = "attention maps"):
-        self.dir = directory
-        self.what = what  # named in the error for values that are not finite
-        self.dtype = _DTYPES[str(dtype)]
-        self.limit = shard_mb * 2**20
-        self.next_shard = first_shard
-        self._parts: list[np.ndarray] = []
-        self._rows: list[dict] = []
-        self._offset = 0
-        self._bytes = 0
-        self._pool: Optional[ThreadPoolExecutor] = None
-        self._pending: Optional[Future] = None
-
-    def add(self, index: int, maps: np.ndarray, n_words: int, prefix: int, m: Optional[int] = None) -> None:
-        """Queue one sentence's array (``(L, H, M, M)`` maps; ``m``, its number of positions M, defaults to
-        the last axis, a map's); arrays that are not finite are refused."""
-        arr = np.ascontiguousarray(maps, dtype=self.dtype)
-        if not _finite(arr):
-            raise StoreError(f"sentence {index}: its {self.what} are not finite in {arr.dtype} (a float16 "
-                             "overflow? try extract.store_dtype=float32 or model.dtype=float32); nothing stored")
-        self._parts.append(arr.reshape(-1))
-        self._rows.append({"index": index, "offset": self._offset, "m": int(maps.shape[-1] if m is None else m),
-                           "n_words": n_words, "prefix": prefix})
-        self._offset += arr.size
-        self._bytes += arr.nbytes
-        if self._bytes >= self.limit:
-            self.flush(wait=False)
-
-    def flush(self, wait: bool = True) -> None:
-        """Write the queued sentences as the next shard. The write (concatenation, checksum, disk) runs in a
-        background thread, so it overlaps the next batches' compute and other writers' flushes; at most one
-        shard per writer is in flight. ``wait``: return only when every shard handed off is on disk (its
-        error, if any, raised here)."""
-        if self._rows:
-            k, parts, rows = self.next_shard, self._parts, self._rows
-            self.next_shard += 1
-            self._parts, self._rows, self._offset, self._bytes = [], [], 0, 0
-            self._wait()
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-writer")
-            self._pending = self._pool.submit(self._write, k, parts, rows)
-        if wait:
-            self.drain()
-
-    def drain(self) -> None:
-        """Wait for the shard in flight (nothing queued is written): what is on disk is settled, e.g. before
-        a failed extraction is retried."""
-        try:
-            self._wait()
-        finally:
-            if self._pool is not None:
-                self._pool.shutdown()
-                self._pool = None
-
-    def _wait(self) -> None:
-        if self._pending is not None:
-            pending, self._pending = self._pending, None
-            pending.result()
-
-    def _write(self, k: int, parts: list[np.ndarray], rows: list[dict]) -> None:
-        data = np.concatenate(parts)  # written and hashed through its buffer: no bytes copy
-        # the .bin goes first: a shard is complete exactly when its .json exists and matches it
-        atomic_write_bytes(shard_path(self.dir, k, "bin"), data)
-        write_json(shard_path(self.dir, k, "json"), {
-            "shard": k, "elements": int(data.size), "bytes": int(data.nbytes),
-            "xxh3_64": xxhash.xxh3_64_hexdigest(data), "sentences": rows})
-
-
-def _read_index(path: Path) -> Optional[dict]:
-    """A shard's index, or None when it is missing, unreadable or not an index."""
-    try:
-        meta = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    need = {"shard", "bytes", "xxh3_64", "sentences"}
-    return meta if isinstance(meta, dict) and need <= set(meta) else None
-
-
-def shard_problem(directory: Path, meta: Optional[dict], k: int, verify: bool) -> Optional[str]:
-    """Why shard ``k`` (index ``meta``) cannot be read, or None when it is whole. Sizes always; the
-    checksum when ``verify``."""
-    if meta is None:
-        return f"{shard_path(directory, k, 'json').name} is missing or unreadable"
-    bin_path = shard_path(directory, k, "bin")
-    if not bin_path.is_file():
-        return f"{bin_path.name} is missing"
-    size = bin_path.stat().st_size
-    if size != meta["bytes"]:
-        return f"{bin_path.name} has {size} bytes, its index says {meta['bytes']}"
-    if verify and checksum(bin_path) != meta["xxh3_64"]:
-        return f"{bin_path.name} does not match its checksum (its bytes changed after it was written)"
-    return None
-
-
-@dataclass(frozen=True)
-class ShardScan:
-    """The shards found in a store directory: the sentences of the whole ones, their records for the
-    manifest, the shards that are not whole (``bad``: damaged, or a ``.bin`` whose index never landed) and
-    the next free shard number."""
-
-    entries: dict[int, SentenceEntry]
-    records: list[dict]
-    bad: list[int]
-    next_shard: int
-
-
-def complete_shards(directory: Path, verify: bool) -> ShardScan:
-    """Scan ``directory``'s shards: sizes always, checksums when ``verify`` (see :func:`shard_problem`)."""
-    directory = Path(directory)
-    entries: dict[int, SentenceEntry] = {}
-    records: list[dict] = []
-    numbers = {int(p.stem.split("-")[1]) for p in directory.glob("shard-*.bin")}
-    numbers |= {int(p.stem.split("-")[1]) for p in directory.glob("shard-*.json")}
-    bad = []
-    for k in sorted(numbers):
-        meta = _read_index(shard_path(directory, k, "json"))
-        problem = shard_problem(directory, meta, k, verify)
-        if problem is not None:
-            log.warning("%s: %s", directory, problem)
-            bad.append(k)
-            continue
-        records.append({"shard": k, "bytes": meta["bytes"], "xxh3_64": meta["xxh3_64"],
-                        "sentences": len(meta["sentences"])})
-        for r in meta["sentences"]:
-            entries[r["index"]] = SentenceEntry(k, r["offset"], r["m"], r["n_words"], r["prefix"])
-    return ShardScan(entries, records, bad, max(numbers, default=-1) + 1)
-
-
-def discard_shards(directory: Path, shards: Sequence[int]) -> None:
-    """Remove shards (both files) and the manifest, so extraction re-extracts their sentences."""
-    for k in shards:
-        for suffix in ("bin", "json"):
-            shard_path(directory, k, suffix).unlink(missing_ok=True)
-    (Path(directory) / MANIFEST).unlink(missing_ok=True)
 
 
 def _select(a: np.ndarray, layer: Optional[int], head: Optional[int]) -> np.ndarray:
@@ -291,7 +123,7 @@ class ArrayStore:
             # what the maps hold (probing.config.Measure's value); stores from before measures hold attention
             self.measure: str = str(self.manifest.get("measure", "attention"))
             self.n_sentences: int = self.manifest["n_sentences"]
-            self.dtype = _DTYPES[self.manifest["store_dtype"]]
+            self.dtype = DTYPES[self.manifest["store_dtype"]]
             records = {int(r["shard"]): r for r in self.manifest["shards"]}
             self.layout = ArrayLayout.from_manifest(self.manifest)
         except (KeyError, TypeError, ValueError) as e:
@@ -305,7 +137,7 @@ class ArrayStore:
         self.prefix = np.zeros(n, dtype=np.int32)
         problems: dict[int, str] = {}
         for k, rec in records.items():
-            meta = _read_index(shard_path(self.dir, k, "json"))
+            meta = read_index(shard_path(self.dir, k, "json"))
             problem = shard_problem(self.dir, meta, k, verify=False)
             if problem is None and (meta["bytes"], meta["xxh3_64"], len(meta["sentences"])) != (
                     rec["bytes"], rec["xxh3_64"], rec["sentences"]):
@@ -353,7 +185,7 @@ class ArrayStore:
         path = shard_path(self.dir, k, "bin")
         if checksum(path) != self._records[k]["xxh3_64"]:
             return f"{path.name} does not match its checksum (its bytes changed after it was written)"
-        if not np.isfinite(np.memmap(path, dtype=self.dtype, mode="r")).all():
+        if not finite(np.memmap(path, dtype=self.dtype, mode="r")):
             return f"{path.name} holds values that are not finite"
         return None
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from probing.corpus import Corpus, Sentence
-from probing.store import AttentionStore, ShardWriter, write_manifest
+from probing.shards import ShardWriter
+from probing.store import AttentionStore, write_manifest
 
 RELS = ["det", "nsubj", "obj", "nmod", "nmod:poss", "punct"]
 
