@@ -1,7 +1,9 @@
 """Figures and tables of the head-importance experiment from ``task=importance`` run dirs (one per readout):
 per relation, the single-head ablation importance heatmap beside the attention-accuracy heatmap (dep_to_head),
-the pruning curves, and the correlation table of every run (markdown). Figures are named by readout
-(``importance_vs_attention_<readout>.png``, ``pruning_all_<readout>.png``, ``importance_<relation>_<readout>.png``).
+the pruning curves, the correlation table of every run (``link.md``) and the pruning curves on all arcs as a table
+(``pruning.md``: per readout and order, the score at every fraction of heads removed; random orders as mean,
+min and max). Figures are named by readout (``importance_vs_attention_<readout>.png``, ``pruning_all_<readout>.png``,
+``importance_<relation>_<readout>.png``).
 
     python experiments/head_importance_ud_ewt/summarise.py RUN_DIR [RUN_DIR ...] --heads HEADS_RUN_DIR \
         [--relations all nsubj det ...]
@@ -58,6 +60,14 @@ def markdown(df: pd.DataFrame) -> str:
     return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells]) + "\n"
 
 
+def pruning_table(prune: pd.DataFrame) -> pd.DataFrame:
+    """The ``all`` curves of one run: a row per (order, fraction removed), random orders pooled over seeds."""
+    t = prune[prune.relation == "all"]
+    out = (t.groupby(["readout", "order", "fraction_removed", "heads_removed"])["score"]
+           .agg(score="mean", low="min", high="max").reset_index())
+    return out.astype({"fraction_removed": float, "heads_removed": int})
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("run_dirs", type=Path, nargs="+", help="task=importance run dirs (one per readout)")
@@ -67,7 +77,7 @@ def main() -> None:
     heads = read_table(args.heads, "heads") if args.heads else None
     if heads is not None:
         heads = heads[(heads.label_set == "as_is") & (heads.measure == "attention")]
-    links = []
+    links, prunes = [], []
     for run_dir in args.run_dirs:
         imp, link, prune = (read_table(run_dir, n) for n in ("importance", "importance_link", "pruning"))
         readout = str(imp.readout.iloc[0])
@@ -83,8 +93,10 @@ def main() -> None:
             if f.is_file():
                 shutil.copy(f, HERE / f"importance_{rel}_{readout}.png")
         links.append(link)
+        prunes.append(pruning_table(prune))
     link = pd.concat(links, ignore_index=True)
     (HERE / "link.md").write_text(markdown(link.sort_values(["readout", "direction", "relation"])))
+    (HERE / "pruning.md").write_text(markdown(pd.concat(prunes, ignore_index=True)))
 
 
 if __name__ == "__main__":
