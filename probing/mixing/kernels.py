@@ -110,11 +110,8 @@ def _gram(rows: np.ndarray, n: int, out: np.ndarray) -> None:
 def _alti_key(probs: np.ndarray, fj: np.ndarray, x1: np.ndarray, h: np.ndarray, h_l1: np.ndarray,
               b: int, j: int, n: int, out: np.ndarray) -> None:
     """ALTI's scores of key ``j`` for queries ``i < n`` from its mapped values ``fj`` (heads padded to a
-    multiple of four with zero rows). The first block of four heads starts each query's vector at ``-h_i``
-    (plus ``x1_j`` at ``i = j``) and the last one reduces it to its L1 norm as it adds the last heads, so
-    neither needs a pass over the width of its own."""
+    multiple of four with zero rows)."""
     n_heads, padded, width = probs.shape[1], fj.shape[0], fj.shape[1]
-    last = padded - 4
     u = np.empty((ROWS, width), np.float32)
     a = np.zeros((ROWS, padded), np.float32)
     for i0 in range(0, n, ROWS):
@@ -122,51 +119,27 @@ def _alti_key(probs: np.ndarray, fj: np.ndarray, x1: np.ndarray, h: np.ndarray, 
         for r in range(ROWS):
             for k in range(n_heads):
                 a[r, k] = probs[b, k, i0 + r, j] if r < m else np.float32(0.0)
-        # rows past the sentence start from query n-1's h_i: their weights are 0 and they are never written
-        q1, q2, q3 = min(i0 + 1, n - 1), min(i0 + 2, n - 1), min(i0 + 3, n - 1)
-        d0 = d1 = d2 = d3 = np.float32(0.0)
+            for e in range(width):
+                u[r, e] = -h[b, i0 + r, e] if r < m else np.float32(0.0)
+            if i0 + r == j:
+                for e in range(width):
+                    u[r, e] += x1[b, j, e]
         for k in range(0, padded, 4):
             a00, a01, a02, a03 = a[0, k], a[0, k + 1], a[0, k + 2], a[0, k + 3]
             a10, a11, a12, a13 = a[1, k], a[1, k + 1], a[1, k + 2], a[1, k + 3]
             a20, a21, a22, a23 = a[2, k], a[2, k + 1], a[2, k + 2], a[2, k + 3]
             a30, a31, a32, a33 = a[3, k], a[3, k + 1], a[3, k + 2], a[3, k + 3]
-            if k == 0:
-                for e in range(width):
-                    f0, f1, f2, f3 = fj[0, e], fj[1, e], fj[2, e], fj[3, e]
-                    u[0, e] = a00 * f0 + a01 * f1 + a02 * f2 + a03 * f3 - h[b, i0, e]
-                    u[1, e] = a10 * f0 + a11 * f1 + a12 * f2 + a13 * f3 - h[b, q1, e]
-                    u[2, e] = a20 * f0 + a21 * f1 + a22 * f2 + a23 * f3 - h[b, q2, e]
-                    u[3, e] = a30 * f0 + a31 * f1 + a32 * f2 + a33 * f3 - h[b, q3, e]
-                if i0 <= j < i0 + ROWS:  # the residual enters at i = j
-                    for e in range(width):
-                        u[j - i0, e] += x1[b, j, e]
-                if last == 0:
-                    for e in range(width):
-                        d0 += abs(u[0, e])
-                        d1 += abs(u[1, e])
-                        d2 += abs(u[2, e])
-                        d3 += abs(u[3, e])
-            elif k < last:
-                for e in range(width):
-                    f0, f1, f2, f3 = fj[k, e], fj[k + 1, e], fj[k + 2, e], fj[k + 3, e]
-                    u[0, e] += a00 * f0 + a01 * f1 + a02 * f2 + a03 * f3
-                    u[1, e] += a10 * f0 + a11 * f1 + a12 * f2 + a13 * f3
-                    u[2, e] += a20 * f0 + a21 * f1 + a22 * f2 + a23 * f3
-                    u[3, e] += a30 * f0 + a31 * f1 + a32 * f2 + a33 * f3
-            else:
-                for e in range(width):
-                    f0, f1, f2, f3 = fj[k, e], fj[k + 1, e], fj[k + 2, e], fj[k + 3, e]
-                    d0 += abs(u[0, e] + a00 * f0 + a01 * f1 + a02 * f2 + a03 * f3)
-                    d1 += abs(u[1, e] + a10 * f0 + a11 * f1 + a12 * f2 + a13 * f3)
-                    d2 += abs(u[2, e] + a20 * f0 + a21 * f1 + a22 * f2 + a23 * f3)
-                    d3 += abs(u[3, e] + a30 * f0 + a31 * f1 + a32 * f2 + a33 * f3)
-        out[b, i0, j] = max(np.float32(0.0), h_l1[b, i0] - d0)
-        if m > 1:
-            out[b, i0 + 1, j] = max(np.float32(0.0), h_l1[b, i0 + 1] - d1)
-        if m > 2:
-            out[b, i0 + 2, j] = max(np.float32(0.0), h_l1[b, i0 + 2] - d2)
-        if m > 3:
-            out[b, i0 + 3, j] = max(np.float32(0.0), h_l1[b, i0 + 3] - d3)
+            for e in range(width):
+                f0, f1, f2, f3 = fj[k, e], fj[k + 1, e], fj[k + 2, e], fj[k + 3, e]
+                u[0, e] += a00 * f0 + a01 * f1 + a02 * f2 + a03 * f3
+                u[1, e] += a10 * f0 + a11 * f1 + a12 * f2 + a13 * f3
+                u[2, e] += a20 * f0 + a21 * f1 + a22 * f2 + a23 * f3
+                u[3, e] += a30 * f0 + a31 * f1 + a32 * f2 + a33 * f3
+        for r in range(m):
+            dist = np.float32(0.0)
+            for e in range(width):
+                dist += abs(u[r, e])
+            out[b, i0 + r, j] = max(np.float32(0.0), h_l1[b, i0 + r] - dist)
 
 
 @njit(parallel=True, fastmath=True, cache=True)
