@@ -177,3 +177,27 @@ def test_mlm_without_a_head_is_one_line():
                         "importance.readout=relation, arc or embedding")
     with pytest.raises(ProbingError, match="gradient is 0; use importance.method=ablation"):
         EmbeddingReadout().loss(None, None)
+
+
+def test_probe_features_are_standardised_in_place_like_sklearn():
+    """The frozen probes' features are gathered into one preallocated matrix and standardised in place,
+    chunk by chunk: the same numbers as StandardScaler on a copy, and no second matrix."""
+    from sklearn.preprocessing import StandardScaler
+
+    from probing.importance.probes import _Rows, _standardise
+
+    g = torch.Generator().manual_seed(0)
+    blocks = [torch.randn(n, 6, generator=g) * 3 + 2 for n in (5, 0, 7)]
+    rows = _Rows(20, 6)
+    for b in blocks:
+        rows.add(b)
+    X = rows.matrix()
+    raw = torch.cat(blocks).numpy()
+    np.testing.assert_array_equal(X, raw)
+    X[:, 2] = 4.0  # a constant column: scale 1, as StandardScaler handles it
+    raw = X.copy()
+    scaler = _standardise(X, chunk=4)
+    assert np.shares_memory(X, rows.data)
+    np.testing.assert_allclose(X, StandardScaler().fit_transform(raw), atol=1e-5)
+    np.testing.assert_allclose(scaler.mean_, raw.mean(0), rtol=1e-6)
+    assert scaler.scale_[2] == 1.0
