@@ -15,10 +15,17 @@ Measured on a quiet 2-core machine (2026-12-01, --limit 200 --no-value-zeroing),
     f5c91f4 (same, rerun beside the next two)  1.08-1.35 s  1.06-1.28x          2.68-3.24 s  2.37-2.62x
     c7b1569 (one pass per key: key_terms)      1.03-1.27 s  1.19-1.49x          2.49-2.89 s  2.02-2.71x
     9cabc9d (+ float16 per batch in torch)     1.03-1.24 s  1.09-1.28x          1.80-2.46 s  1.69-2.18x
+    af51392 (rerun beside the next row)        0.73-0.79 s  1.18-1.26x          1.47-1.56 s  1.96-2.08x
+    7e13fbe (LN statistics, background writes) 0.75-0.80 s  1.14-1.43x          1.44-1.77 s  1.93-2.23x
 
-The last row is nine runs (--repeat 3 six times, --repeat 5 three times: 1.90x, 1.94x, 2.18x); median 2.0x.
+The 9cabc9d row is nine runs (--repeat 3 six times, --repeat 5 three times: 1.90x, 1.94x, 2.18x); median 2.0x.
+The last two rows (2026-12-01 17:00-17:20, --repeat 5, the two commits interleaved in worktrees): af51392 in
+five runs 1.96x, 1.97x, 2.06x, 2.08x, 1.97x; 7e13fbe in three runs 1.93x, 1.93x, 2.23x (the last with every list
+slower, [attention,norm] at 1.43x). Two changes tried in between measured no gain on the quiet machine and were
+reverted (ALTI's first/last head blocks fused with its start and reduction: 13.28 vs 13.21 ms a call; maps
+pooled by matrix products: 5.3-6.0 vs 4.4-5.5 ms a 30-piece batch).
 Issue 9's targets: 1.3x for [attention,norm] (met) and 2x for the five measures (at the target, within this
-virtual machine's run-to-run noise of about 15%, not reliably under it). Where the five-measure time goes now
+virtual machine's run-to-run noise of about 15%: under it in most runs now, not by a margin the noise respects). Where the five-measure time goes now
 (cProfile, 2 threads): the forward pass's linear layers 0.84 s; ``key_terms`` 0.44 s (per key: its heads' values
 read once, their Gram matrices for norm_layer and GlobEnc, ALTI's L1 distances, 4 queries x 4 heads a pass);
 the heads' transformed values ``f`` (one GEMM per head, written out: 23 MB a layer of a 32-sentence batch)

@@ -26,6 +26,14 @@ Quiet rerun (2026-12-01 15:03, load ~1, --limit 200 --repeat 3, at 9cabc9d): att
 not met. cProfile of hidden + heads: the forward's linear layers (with the last FFN block, which attention
 alone skips) are most of it; pooling the vectors (scatter-add), stacking the layers and writing two more
 stores are the rest.
+
+After eceb52d/13fdae7 (each layer's vectors pooled by one batched matrix product straight into float16, no
+piece-level stack or scatter-add; float16 finiteness by exponent bits; shards written in a background thread),
+quiet, interleaved with af51392 in worktrees (2026-12-01 17:10-17:25): --limit 200 --repeat 5: hidden + heads
+1.18x and 1.18x (af51392: 1.19x, 1.29x); --limit 1000 --repeat 4: 1.34x and 1.24x (af51392: 1.45x), hidden
+alone 1.13-1.17x, heads alone 1.08-1.12x. The vector path itself went from 14 to 4 ms a 32-sentence batch (2
+threads); what is left is the last feed-forward block that attention alone skips (about a ninth of the
+forward's FLOPs) and writing 2.1x more bytes. The 1.2x target is met at 200 sentences, not at 1000.
 """
 
 from __future__ import annotations
