@@ -10,16 +10,22 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 
 def atomic_write_bytes(path: Path, data: "bytes | memoryview | Any") -> None:
     """Write ``data`` (bytes or any contiguous buffer, e.g. a numpy array) to a temporary file beside
     ``path``, flush to disk, then rename over it."""
+    atomic_write_buffers(path, [data])
+
+
+def atomic_write_buffers(path: Path, buffers: "Iterable[Any]") -> None:
+    """:func:`atomic_write_bytes` of several buffers written one after the other (no joined copy)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with open(tmp, "wb") as f:
-        f.write(data)
+        for data in buffers:
+            f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

@@ -19,7 +19,7 @@ import numpy as np
 import xxhash
 
 from probing.errors import StoreError
-from probing.io import atomic_write_bytes, write_json
+from probing.io import atomic_write_buffers, write_json
 
 log = logging.getLogger(__name__)
 
@@ -126,12 +126,14 @@ class ShardWriter:
             pending.result()
 
     def _write(self, k: int, parts: list[np.ndarray], rows: list[dict]) -> None:
-        data = np.concatenate(parts)  # written and hashed through its buffer: no bytes copy
+        digest = xxhash.xxh3_64()  # the sentences' arrays hashed and written in turn: never joined in memory
+        for part in parts:
+            digest.update(part)
         # the .bin goes first: a shard is complete exactly when its .json exists and matches it
-        atomic_write_bytes(shard_path(self.dir, k, "bin"), data)
+        atomic_write_buffers(shard_path(self.dir, k, "bin"), parts)
         write_json(shard_path(self.dir, k, "json"), {
-            "shard": k, "elements": int(data.size), "bytes": int(data.nbytes),
-            "xxh3_64": xxhash.xxh3_64_hexdigest(data), "sentences": rows})
+            "shard": k, "elements": int(sum(p.size for p in parts)), "bytes": int(sum(p.nbytes for p in parts)),
+            "xxh3_64": digest.hexdigest(), "sentences": rows})
 
 
 def read_index(path: Path) -> Optional[dict]:
