@@ -34,6 +34,9 @@ quiet, interleaved with af51392 in worktrees (2026-12-01 17:10-17:25): --limit 2
 alone 1.13-1.17x, heads alone 1.08-1.12x. The vector path itself went from 14 to 4 ms a 32-sentence batch (2
 threads); what is left is the last feed-forward block that attention alone skips (about a ninth of the
 forward's FLOPs) and writing 2.1x more bytes. The 1.2x target is met at 200 sentences, not at 1000.
+Rerun once the other jobs had stopped (17:58-18:03, load under 2, --limit 1000 --repeat 3, at c748092 and with
+eac48fd's unjoined shard writes): 1.18x and 1.30x (c748092), 1.17x and 1.26x (eac48fd): at the target within
+the run-to-run noise, not reliably under it.
 """
 
 from __future__ import annotations
