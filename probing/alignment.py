@@ -67,27 +67,15 @@ def pooling_matrix(piece_position: torch.Tensor, n_positions: int, pooling: Pool
     return member / member.sum(-1, keepdim=True).clamp(min=1.0)
 
 
-def pool_vectors(x: torch.Tensor, piece_position: torch.Tensor, n_positions: int, pooling: Pooling
-                 ) -> torch.Tensor:
-    """Piece vectors ``x (B, ..., T, D)`` -> position vectors ``(B, ..., M, D)`` in float32.
-
-    ``mean_sum``: a position's vector is the mean of its pieces' vectors (the side of attention that is
-    averaged, the attending word's); ``first``: its first piece's. Padding (position -1) is dropped, as in
-    :func:`pool_attention`; special tokens keep their own positions.
-    """
-    b, t = piece_position.shape
-    mid, d = x.shape[1:-2], x.shape[-1]
-    flat = x.to(torch.float32).reshape(b, -1, t, d)  # (B, K, T, D)
-    out = torch.matmul(pooling_matrix(piece_position, n_positions, pooling)[:, None], flat)
-    return out.reshape(b, *mid, n_positions, d)
-
-
 def pool_layers(layers: Sequence[torch.Tensor], piece_position: torch.Tensor, n_positions: int,
                 pooling: Pooling, dtype: torch.dtype, heads: int = 1) -> torch.Tensor:
-    """:func:`pool_vectors` of a sequence of K piece tensors ``(B, T, W)`` (one per layer, as a model hands
-    them out) -> ``(B, K, M, W)``, or ``(B, K, heads, M, W/heads)`` when ``heads`` > 1 (the heads' context
-    vectors, concatenated in ``W``), in ``dtype``: each layer is pooled by one batched matrix product straight
-    into the output, never stacked at piece level."""
+    """Piece vectors, K tensors ``(B, T, W)`` (one per layer, as a model hands them out) -> position vectors
+    ``(B, K, M, W)``, or ``(B, K, heads, M, W/heads)`` when ``heads`` > 1 (the heads' context vectors,
+    concatenated in ``W``), in ``dtype``. ``mean_sum``: a position's vector is the mean of its pieces' vectors
+    (the side of attention that is averaged, the attending word's); ``first``: its first piece's. Padding
+    (position -1) is dropped, as in :func:`pool_attention`; special tokens keep their own positions. Each
+    layer is pooled by one batched matrix product (:func:`pooling_matrix`) straight into the output, never
+    stacked at piece level."""
     b, t = piece_position.shape
     width = layers[0].shape[-1]
     weights = pooling_matrix(piece_position, n_positions, pooling)

@@ -95,7 +95,7 @@ class ShardWriter:
             self.flush(wait=False)
 
     def flush(self, wait: bool = True) -> None:
-        """Write the queued sentences as the next shard. The write (concatenation, checksum, disk) runs in a
+        """Write the queued sentences as the next shard. The write (checksum, disk) runs in a
         background thread, so it overlaps the next batches' compute and other writers' flushes; at most one
         shard per writer is in flight. ``wait``: return only when every shard handed off is on disk (its
         error, if any, raised here)."""

@@ -9,6 +9,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from probing.alignment import pooling_matrix
 from probing.config import Pooling
 from probing.corpus import Corpus
 from probing.encoder import Encoder, Tokenized
@@ -74,20 +75,12 @@ def _batch(encoder: Encoder, corpus: Corpus, toks: Sequence[Tokenized], group: l
 def position_vectors(hidden: torch.Tensor, piece_position: torch.Tensor, n_positions: int,
                      pooling: Pooling) -> torch.Tensor:
     """``hidden (R·B, T, D)`` (``R`` replicas of a batch, replica-major) -> ``(R·B, M, D)`` position vectors:
-    the mean of each position's pieces (``mean_sum``) or its first piece (``first``)."""
+    the mean of each position's pieces (``mean_sum``) or its first piece (``first``), in ``hidden``'s dtype
+    (differentiable: the gradient readouts pool through it)."""
     rb, t, d = hidden.shape
     b = piece_position.shape[0]
-    keep = piece_position >= 0
-    if Pooling(pooling) is Pooling.first:
-        prev = torch.nn.functional.pad(piece_position, (1, 0), value=-2)[:, :-1]
-        keep = keep & (piece_position != prev)
-    idx = torch.where(keep, piece_position, torch.full_like(piece_position, n_positions))  # spare slot M
-    counts = torch.zeros(b, n_positions + 1, dtype=hidden.dtype, device=hidden.device)
-    counts.scatter_add_(1, idx, keep.to(hidden.dtype))
-    h = hidden.view(rb // b, b, t, d)
-    sums = torch.zeros(rb // b, b, n_positions + 1, d, dtype=hidden.dtype, device=hidden.device)
-    sums = sums.scatter_add(2, idx[None, :, :, None].expand(rb // b, b, t, d), h)
-    return (sums / counts[None, :, :, None].clamp(min=1))[:, :, :n_positions].reshape(rb, n_positions, d)
+    weights = pooling_matrix(piece_position, n_positions, pooling).to(hidden.dtype)  # (B, M, T)
+    return torch.matmul(weights, hidden.view(rb // b, b, t, d)).reshape(rb, n_positions, d)
 
 
 def sentence_embeddings(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

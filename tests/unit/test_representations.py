@@ -9,7 +9,7 @@ import torch
 from representations_oracle import check_heads_identity
 from test_store_extract import TEXTS, cfg, corpus
 
-from probing.alignment import pool_layers, pool_vectors
+from probing.alignment import pool_layers
 from probing.config import Measure, ModelConfig, Pooling, Representation
 from probing.encoder import Encoder, model_identity
 from probing.errors import StoreError
@@ -20,17 +20,17 @@ REPS = [Representation.hidden, Representation.heads]
 SPLIT = 5  # "a dog saw the cat on the mat , running happily": two words of two pieces
 
 
-def test_pool_vectors_hand_worked():
+def test_pool_layers_hand_worked():
     # [CLS] w0 w1a w1b w2 [SEP] pad: positions 0 1 2 2 3 4 -1
     x = torch.arange(7, dtype=torch.float32).view(1, 7, 1) * torch.tensor([1.0, 10.0])  # (1, T=7, D=2)
     pos = torch.tensor([[0, 1, 2, 2, 3, 4, -1]])
-    mean = pool_vectors(x, pos, 5, Pooling.mean_sum)
-    first = pool_vectors(x, pos, 5, Pooling.first)
+    mean = pool_layers([x], pos, 5, Pooling.mean_sum, torch.float32)[:, 0]
+    first = pool_layers([x], pos, 5, Pooling.first, torch.float32)[:, 0]
     np.testing.assert_allclose(mean[0, :, 0], [0, 1, 2.5, 4, 5])
     np.testing.assert_allclose(first[0, :, 0], [0, 1, 2, 4, 5])
     np.testing.assert_allclose(mean[0, :, 1], [0, 10, 25, 40, 50])
-    # leading axes are kept: (B, L, H, T, d) -> (B, L, H, M, d)
-    assert pool_vectors(torch.zeros(1, 3, 2, 7, 4), pos, 5, Pooling.first).shape == (1, 3, 2, 5, 4)
+    # one output per layer, heads split off the width: 3 layers of (B, T, 2 heads x 4) -> (B, 3, 2, M, 4)
+    assert pool_layers([torch.zeros(1, 7, 8)] * 3, pos, 5, Pooling.first, torch.float32, 2).shape == (1, 3, 2, 5, 4)
 
 
 def test_pool_layers_splits_heads_and_matches_a_loop():
