@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -63,21 +64,28 @@ def main() -> None:
 
     corpus = read_conllu(Path(args.dir) / "en_ewt-ud-dev.conllu", split="dev", strict=True).head(args.limit)
     encoder = load_encoder(ModelConfig(device=args.device))
-    extract(encoder, corpus.head(8), ExtractConfig(cache_dir=tempfile.mkdtemp(), progress=False))  # warm-up
+    scratch = tempfile.TemporaryDirectory(prefix="bench_measures_")  # every run's store, removed at exit
+    extract(encoder, corpus.head(8), ExtractConfig(cache_dir=tempfile.mkdtemp(dir=scratch.name), progress=False))
     lists = [n for n in LISTS if not (args.no_value_zeroing and "value_zeroing" in n)]
-    best = {i: float("inf") for i in range(len(lists))}
+    times: list[list[float]] = [[] for _ in lists]
     n = 0
-    for _ in range(args.repeat):
-        for i, names in enumerate(lists):
-            cfg = ExtractConfig(cache_dir=tempfile.mkdtemp(), progress=False, measures=[Measure(m) for m in names])
+    for r in range(args.repeat):
+        order = range(len(lists)) if r % 2 == 0 else reversed(range(len(lists)))  # ABBA: drift cancels in pairs
+        for i in order:
+            cfg = ExtractConfig(cache_dir=tempfile.mkdtemp(dir=scratch.name), progress=False,
+                                measures=[Measure(m) for m in lists[i]])
             start = time.perf_counter()
             n = len(extract(encoder, corpus, cfg).store)
-            best[i] = min(best[i], time.perf_counter() - start)
+            times[i].append(time.perf_counter() - start)
     for i, names in enumerate(lists):
-        print(json.dumps({"measures": names, "sentences": n, "seconds": round(best[i], 2),
-                          "sentences_per_s": round(n / best[i], 1),
-                          "ratio_to_attention": round(best[i] / best[0], 2)}), flush=True)
-
+        best = min(times[i])
+        paired = sorted(t / a for t, a in zip(times[i], times[0]))  # each run against [attention] of its repeat
+        print(json.dumps({"measures": names, "sentences": n, "seconds": round(best, 2),
+                          "sentences_per_s": round(n / best, 1),
+                          "ratio_to_attention": round(best / min(times[0]), 2),
+                          "paired_ratio_median": round(statistics.median(paired), 2),
+                          "paired_ratios": [round(x, 2) for x in paired]}), flush=True)
+    scratch.cleanup()
 
 if __name__ == "__main__":
     main()

@@ -113,10 +113,11 @@ def child(args: argparse.Namespace) -> None:
     longest = max(len(t.input_ids) for t in encoder.tokenize([s.words for s in corpus]) if not isinstance(t, str))
     loaded = _peak_mb()
     reset = _reset_hwm()  # loading the weights has a transient peak of its own; measure the extraction's
-    cfg = ExtractConfig(cache_dir=tempfile.mkdtemp(), progress=False, shard_mb=args.shard_mb,
-                        measures=[Measure(m) for m in args.measures])
-    start = time.perf_counter()
-    n = len(extract(encoder, corpus, cfg).store)
+    with tempfile.TemporaryDirectory(prefix="bench_value_zeroing_") as cache:
+        cfg = ExtractConfig(cache_dir=cache, progress=False, shard_mb=args.shard_mb,
+                            measures=[Measure(m) for m in args.measures])
+        start = time.perf_counter()
+        n = len(extract(encoder, corpus, cfg).store)
     print(json.dumps({"measures": args.measures, "sentences": n, "max_pieces": args.max_pieces,
                       "longest_pieces": longest, "seconds": round(time.perf_counter() - start, 1),
                       "rss_after_model_load_mb": round(loaded), "peak_rss_mb": round(_peak_mb()),
