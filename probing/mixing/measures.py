@@ -77,7 +77,7 @@ def layer_terms(p: LayerPieces, gram0: bool, x2: Optional[torch.Tensor], alti: b
     describes."""
     if p.values.device.type != "cpu":
         return layer_terms_dense(p, gram0, x2, alti)
-    f = p.f  # (B, H, T, D), head-major underneath
+    f = p.f_lent()  # (B, H, T, D), head-major underneath; read once, by the kernel
     b, n_heads, t, _ = f.shape
     gram2 = x2 is not None
     grams = torch.zeros(int(gram0) + int(gram2), b, t, n_heads, n_heads)
