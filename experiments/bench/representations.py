@@ -1,9 +1,10 @@
 """Storing ``hidden`` and ``heads`` beside the attention maps (issue 11): extraction time and disk size against
 attention-only extraction, side by side in one run, on EWT train sentences with MiniLM.
 
-Each configuration runs in a fresh cache (nothing reused), on the same loaded encoder, in one process, the
-configurations interleaved ``--repeat`` times and the fastest run of each kept (a shared machine's noise only
-slows runs down); model loading is not timed. Prints one JSON line per configuration (wall and process CPU
+Each configuration runs in a fresh cache (nothing reused; all under one temporary directory, removed at exit),
+on the same loaded encoder, in one process, the configurations interleaved ``--repeat`` times in ABBA order
+and the fastest run of each kept (a shared machine's noise only slows runs down), with every run's ratio to the
+attention-only run of its own repeat and their median (``paired_ratio_median``); model loading is not timed. Prints one JSON line per configuration (wall and process CPU
 seconds, their ratios to attention only, MiB of each store) and one with the disk size of the whole of EWT train, computed exactly
 from its sentences' lengths (float16: ``(L+1)·M·D`` + ``L·H·M·d`` values against ``L·H·M²`` for the maps, M
 positions a sentence). Target: attention + hidden + heads at most 1.2x attention only.
@@ -37,6 +38,11 @@ forward's FLOPs) and writing 2.1x more bytes. The 1.2x target is met at 200 sent
 Rerun once the other jobs had stopped (17:58-18:03, load under 2, --limit 1000 --repeat 3, at c748092 and with
 eac48fd's unjoined shard writes): 1.18x and 1.30x (c748092), 1.17x and 1.26x (eac48fd): at the target within
 the run-to-run noise, not reliably under it.
+With paired ratios (2026-12-01 19:25, load ~1.3, bda610a, --limit 1000 --repeat 4): hidden + heads fastest-run
+ratio 1.25x, paired 1.16-1.45x (median 1.26x); hidden alone 1.12x (median 1.15x), heads alone 1.09x (1.09x).
+At 600 sentences, four runs with and without fsync (os.fsync replaced by a no-op) gave 1.14-1.38x either way:
+durable writes are not what is left. The forward pass alone (400 sentences, interleaved): with the last FFN
+block 1.06x the one without it, with hidden states returned 1.11x, with the heads' hooks as well 1.05x.
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -73,25 +80,31 @@ def main() -> None:
     encoder = load_encoder(ModelConfig(device=args.device))
     scratch = tempfile.TemporaryDirectory(prefix="bench_representations_")  # every run's store, removed at exit
     extract(encoder, corpus.head(8), ExtractConfig(cache_dir=tempfile.mkdtemp(dir=scratch.name), progress=False))
-    best = [float("inf")] * len(CONFIGS)
-    cpu = [float("inf")] * len(CONFIGS)  # this process's CPU seconds: less sensitive to other jobs than wall time
+    wall: list[list[float]] = [[] for _ in CONFIGS]
+    cpu: list[list[float]] = [[] for _ in CONFIGS]  # this process's CPU seconds: less sensitive to other jobs
     sizes: list[dict] = [{} for _ in CONFIGS]
     n = 0
-    for _ in range(args.repeat):
-        for k, reps in enumerate(CONFIGS):
+    for r in range(args.repeat):
+        order = range(len(CONFIGS)) if r % 2 == 0 else reversed(range(len(CONFIGS)))  # ABBA: drift cancels
+        for k in order:
             cfg = ExtractConfig(cache_dir=tempfile.mkdtemp(dir=scratch.name), progress=False, batch_size=args.batch_size,
-                                representations=[Representation(r) for r in reps])
+                                representations=[Representation(r) for r in CONFIGS[k]])
             start, start_cpu = time.perf_counter(), time.process_time()
             report = extract(encoder, corpus, cfg)
-            best[k] = min(best[k], time.perf_counter() - start)
-            cpu[k] = min(cpu[k], time.process_time() - start_cpu)
+            wall[k].append(time.perf_counter() - start)
+            cpu[k].append(time.process_time() - start_cpu)
             n = len(report.store)
             sizes[k] = {str(name): round(s.size_bytes() / 2**20, 1) for name, s in report.stores.items()}
     for k, reps in enumerate(CONFIGS):
-        print(json.dumps({"representations": reps, "sentences": n, "seconds": round(best[k], 2),
-                          "sentences_per_s": round(n / best[k], 1), "ratio_to_attention": round(best[k] / best[0], 3),
-                          "cpu_seconds": round(cpu[k], 2), "cpu_ratio_to_attention": round(cpu[k] / cpu[0], 3),
+        best, best_cpu = min(wall[k]), min(cpu[k])
+        paired = sorted(t / a for t, a in zip(wall[k], wall[0]))  # each run against attention only, same repeat
+        print(json.dumps({"representations": reps, "sentences": n, "seconds": round(best, 2),
+                          "sentences_per_s": round(n / best, 1), "ratio_to_attention": round(best / min(wall[0]), 3),
+                          "paired_ratio_median": round(statistics.median(paired), 3),
+                          "paired_ratios": [round(x, 2) for x in paired],
+                          "cpu_seconds": round(best_cpu, 2), "cpu_ratio_to_attention": round(best_cpu / min(cpu[0]), 3),
                           "store_mib": sizes[k]}), flush=True)
+    scratch.cleanup()
     # the whole of EWT train on disk, float16, from its sentences' position counts (MiniLM: [CLS] ... [SEP])
     m = np.array([t.n_positions for t in encoder.tokenize([s.words for s in full])
                   if not isinstance(t, str)], dtype=np.int64)
