@@ -306,3 +306,31 @@ def test_layer_terms_kernel_equals_torch_form(n_heads):
     mixed = torch.einsum("bhij,bhjd->bijd", p.probs, p.f)
     torch.testing.assert_close(M.norm_layer(p)[:, 0, :5, :5], mixed.norm(dim=-1)[:, :5, :5], atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(M.norm_layer(p)[0, 0], mixed.norm(dim=-1)[0], atol=1e-4, rtol=1e-4)
+
+
+def test_layers_lend_one_buffer_for_their_transformed_values():
+    """``f_lent`` equals ``f``; the layers of one pass write it into the same scratch memory (grown when a
+    larger layer needs more), and a cached ``f`` is what ``f_lent`` returns, never overwritten."""
+    from probing.mixing.layout import Scratch
+
+    g = torch.Generator().manual_seed(3)
+    zeros = torch.zeros(6)
+    scratch = Scratch()
+
+    def pieces(t: int) -> LayerPieces:
+        return LayerPieces(x=torch.randn(2, t, 6, generator=g), probs=torch.rand(2, 3, t, t, generator=g),
+                           values=torch.randn(2, 3, t, 4, generator=g), w_o=torch.randn(6, 3, 4, generator=g),
+                           b_o=zeros, ln1=Norm(torch.ones(6), zeros, 1e-5), ln2=Norm(torch.ones(6), zeros, 1e-5),
+                           ffn=torch.zeros_like, scratch=scratch)
+
+    first, second, longer = pieces(5), pieces(5), pieces(9)
+    a = first.f_lent()
+    expected = torch.einsum("bhtd,ehd->bhte", first.values, first.w_o)
+    torch.testing.assert_close(a, expected)
+    b = second.f_lent()
+    assert b.data_ptr() == a.data_ptr()  # the second layer reuses the first one's memory
+    torch.testing.assert_close(b, torch.einsum("bhtd,ehd->bhte", second.values, second.w_o))
+    torch.testing.assert_close(longer.f_lent(), torch.einsum("bhtd,ehd->bhte", longer.values, longer.w_o))
+    cached = first.f  # computed into its own memory
+    assert cached.data_ptr() != a.data_ptr() and first.f_lent() is cached
+    torch.testing.assert_close(cached, expected)
