@@ -8,6 +8,7 @@ ratio of weighted sums; nothing is recomputed.
 
 from __future__ import annotations
 
+import warnings
 from typing import Mapping, Optional, Sequence
 
 import numpy as np
@@ -19,7 +20,9 @@ from probing.schema import ALL
 
 
 def _interval(samples: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
-    lo, hi = np.nanpercentile(samples, [50 * (1 - ci), 50 * (1 + ci)], axis=0)
+    with warnings.catch_warnings():  # a score undefined in every resample has an undefined interval: NaN, said
+        warnings.simplefilter("ignore", RuntimeWarning)  # in the table, not as a warning on the console
+        lo, hi = np.nanpercentile(samples, [50 * (1 - ci), 50 * (1 + ci)], axis=0)
     return lo, hi
 
 

@@ -74,3 +74,18 @@ def test_link_interval_pairs_each_resample_of_both_sides():
     np.testing.assert_allclose([row["ci_low"], row["ci_high"]], np.percentile(rho, [5, 95]))
     np.testing.assert_allclose([row_held["ci_low"], row_held["ci_high"]], np.percentile(rho_held, [5, 95]))
     assert (row["ci_resampled"], row_held["ci_resampled"]) == ("importance+attention", "importance")
+
+
+def test_interval_of_a_score_undefined_in_every_resample_is_nan_without_a_warning():
+    """A column that is NaN in every resample (e.g. a Spearman over constant scores) has the interval
+    (NaN, NaN) and no console warning; a defined column keeps numpy's percentiles."""
+    import warnings
+
+    from probing.importance.tables import _interval
+
+    samples = np.array([[np.nan, 1.0], [np.nan, 2.0], [np.nan, 3.0], [np.nan, 5.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        lo, hi = _interval(samples, 0.5)
+    assert np.isnan(lo[0]) and np.isnan(hi[0])
+    assert (lo[1], hi[1]) == tuple(np.percentile(samples[:, 1], [25, 75]))
