@@ -85,7 +85,8 @@ class LayerParts:
 class Scratch:
     """One float32 buffer lent to each layer of a batch in turn (the layers' measures run one after the
     other): the heads' transformed values, the largest temporary of the measures, then go to memory that is
-    already mapped instead of to freshly faulted pages six times a batch (2x faster to write and read)."""
+    already mapped instead of to fresh pages six times a batch (200 EWT dev sentences, five measures, a warm
+    process: 10-22k page faults a run against 34-75k, 0.06-0.12 s of system time against 0.12-0.21 s)."""
 
     def __init__(self) -> None:
         self._buffer = torch.empty(0)
