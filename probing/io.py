@@ -21,14 +21,43 @@ def atomic_write_bytes(path: Path, data: "bytes | memoryview | Any") -> None:
 
 def atomic_write_buffers(path: Path, buffers: "Iterable[Any]") -> None:
     """:func:`atomic_write_bytes` of several buffers written one after the other (no joined copy)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as f:
+    out = AtomicFile(path)
+    try:
         for data in buffers:
-            f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+            out.write(data)
+    except BaseException:
+        out.discard()
+        raise
+    out.commit()
+
+
+class AtomicFile:
+    """A file written piece by piece that appears whole or not at all: the pieces go to a temporary file
+    beside ``path`` (``.NAME.PID.tmp``); :meth:`commit` flushes it to disk and renames it over ``path``,
+    :meth:`discard` removes it."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        self._file = open(self.tmp, "wb")
+
+    def write(self, data: "bytes | memoryview | Any") -> None:
+        self._file.write(data)
+
+    def commit(self) -> None:
+        """Flush to disk and rename into place (on failure the temporary file is removed)."""
+        try:
+            self._file.flush()
+            os.fsync(self._file.fileno())
+        except BaseException:
+            self.discard()
+            raise
+        self._file.close()
+        os.replace(self.tmp, self.path)
+
+    def discard(self) -> None:
+        self._file.close()
+        self.tmp.unlink(missing_ok=True)
 
 
 def atomic_write_text(path: Path, text: str) -> None:

@@ -159,9 +159,30 @@ def test_a_store_of_another_format_is_refused_by_name(built):
         AttentionStore(built)
 
 
-def test_a_failed_background_write_is_raised_by_flush(tmp_path):
-    """Shards are written in a background thread; its error surfaces in the caller's flush, not lost."""
+def test_a_failed_write_is_raised_not_lost(tmp_path):
+    """A shard's file opens with its first sentence (an unwritable directory fails there); it is made
+    durable and renamed in a background thread, whose error surfaces in the caller's flush."""
     w = ShardWriter(tmp_path / "missing" / "dir", "float32", shard_mb=0)
-    w.add(0, np.ones((1, 1, 2, 2), dtype=np.float32) / 2, n_words=1, prefix=1)  # full: handed to the thread
+    with pytest.raises(FileNotFoundError):
+        w.add(0, np.ones((1, 1, 2, 2), dtype=np.float32) / 2, n_words=1, prefix=1)
+    (tmp_path / "gone").mkdir()
+    w = ShardWriter(tmp_path / "gone", "float32", shard_mb=1)
+    w.add(0, np.ones((1, 1, 2, 2), dtype=np.float32) / 2, n_words=1, prefix=1)  # written to .shard-00000.bin.PID.tmp
+    for f in (tmp_path / "gone").iterdir():
+        f.unlink()  # the temporary file vanishes before the shard is renamed into place
     with pytest.raises(FileNotFoundError):
         w.flush()
+    assert not list((tmp_path / "gone").iterdir())  # no shard, no index
+
+
+def test_a_shard_being_filled_is_discarded_by_drain(tmp_path):
+    """An extraction that fails mid-shard leaves the shards it finished and no trace of the one it was
+    filling (its sentences are re-extracted on resume)."""
+    w = ShardWriter(tmp_path, "float32", shard_mb=0)
+    w.add(0, np.ones((1, 1, 2, 2), dtype=np.float32) / 2, n_words=1, prefix=1)  # a full shard: handed off
+    w.limit = 2**20
+    w.add(1, np.ones((1, 1, 2, 2), dtype=np.float32) / 2, n_words=1, prefix=1)  # still filling
+    assert len(list(tmp_path.glob(".shard-00001.bin.*.tmp"))) == 1
+    w.drain()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shard-00000.bin", "shard-00000.json"]
+    assert json.loads((tmp_path / "shard-00000.json").read_text())["sentences"][0]["index"] == 0
