@@ -6,10 +6,11 @@ A row of a map is where a *query* position looks; rows sum to 1 before and after
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import torch
 
+from probing.buffers import Buffers
 from probing.config import Pooling
 
 
@@ -24,32 +25,39 @@ def _targets(piece_position: torch.Tensor, n_positions: int, pooling: Pooling
     return torch.where(keep, piece_position, torch.full_like(piece_position, n_positions)), keep
 
 
-def pool_attention(attn: torch.Tensor, piece_position: torch.Tensor, n_positions: int,
-                   pooling: Pooling, stochastic: bool = True) -> torch.Tensor:
-    """Piece-level ``attn (B, L, H, T, T)`` -> position-level ``(B, L, H, M, M)`` in float32.
+def pool_attention(attn: "torch.Tensor | Sequence[torch.Tensor]", piece_position: torch.Tensor, n_positions: int,
+                   pooling: Pooling, stochastic: bool = True, buffers: Optional[Buffers] = None) -> torch.Tensor:
+    """Piece-level ``attn (B, L, H, T, T)`` (or its L layers, ``(B, H, T, T)`` each, as a model returns them:
+    never stacked) -> position-level ``(B, L, H, M, M)`` in float32.
 
     ``piece_position (B, T)`` gives the position of every piece, -1 for padding (its rows and columns are
     dropped). ``mean_sum`` (Clark et al. 2019): a position's column is the sum of its pieces' columns and its
     row the mean of its pieces' rows. ``first``: both come from the position's first piece, rows renormalised
     unless ``stochastic`` is False (maps whose rows are not distributions, such as the ``norm`` measure's).
     Segment sums by scatter-add cost O(T^2) per map, where pooling matrices would cost O(M T^2) (measured on
-    a quiet machine: no faster even at 30 pieces, slower above).
+    a quiet machine: no faster even at 30 pieces, slower above). ``buffers``: the temporaries and the result
+    live in its slots (the result is then valid until the next call with the same buffers).
     """
     pooling = Pooling(pooling)  # a plain string from a notebook works too; anything else fails here
-    b, n_layers, n_heads, t, _ = attn.shape
+    layers = attn.unbind(1) if isinstance(attn, torch.Tensor) else list(attn)
+    b, n_heads, t, _ = layers[0].shape
     idx, keep = _targets(piece_position, n_positions, pooling)
-    a = attn.to(torch.float32)
     m1 = n_positions + 1
-    cols = torch.zeros(b, n_layers, n_heads, t, m1, dtype=torch.float32, device=a.device)
-    cols.scatter_add_(-1, idx[:, None, None, None, :].expand(b, n_layers, n_heads, t, t), a)
-    rows = torch.zeros(b, n_layers, n_heads, m1, m1, dtype=torch.float32, device=a.device)
-    rows.scatter_add_(-2, idx[:, None, None, :, None].expand(b, n_layers, n_heads, t, m1), cols)
+    work = Buffers() if buffers is None else buffers
+    device = layers[0].device
+    cols = work.take("pool_cols", (b, n_heads, t, m1), device=device)  # a layer at a time: a sixth of the memory
+    rows = work.take("pool_rows", (b, len(layers), n_heads, m1, m1), device=device).zero_()
+    col_index = idx[:, None, None, :].expand(b, n_heads, t, t)
+    row_index = idx[:, None, :, None].expand(b, n_heads, t, m1)
+    for k, a in enumerate(layers):
+        cols.zero_().scatter_add_(-1, col_index, a.to(torch.float32))
+        rows[:, k].scatter_add_(-2, row_index, cols)
     out = rows[..., :n_positions, :n_positions]
     if pooling is Pooling.first:
-        return out / out.sum(-1, keepdim=True).clamp(min=1e-12) if stochastic else out
-    counts = torch.zeros(b, m1, dtype=torch.float32, device=a.device)
+        return out.div_(out.sum(-1, keepdim=True).clamp_(min=1e-12)) if stochastic else out
+    counts = torch.zeros(b, m1, dtype=torch.float32, device=cols.device)
     counts.scatter_add_(1, idx, keep.to(torch.float32))
-    return out / counts[:, None, None, :n_positions, None].clamp(min=1.0)
+    return out.div_(counts[:, None, None, :n_positions, None].clamp_(min=1.0))
 
 
 def _membership(piece_position: torch.Tensor, n_positions: int, pooling: Pooling) -> torch.Tensor:
@@ -68,18 +76,21 @@ def pooling_matrix(piece_position: torch.Tensor, n_positions: int, pooling: Pool
 
 
 def pool_layers(layers: Sequence[torch.Tensor], piece_position: torch.Tensor, n_positions: int,
-                pooling: Pooling, dtype: torch.dtype, heads: int = 1) -> torch.Tensor:
+                pooling: Pooling, dtype: torch.dtype, heads: int = 1, buffers: Optional[Buffers] = None
+                ) -> torch.Tensor:
     """Piece vectors, K tensors ``(B, T, W)`` (one per layer, as a model hands them out) -> position vectors
     ``(B, K, M, W)``, or ``(B, K, heads, M, W/heads)`` when ``heads`` > 1 (the heads' context vectors,
     concatenated in ``W``), in ``dtype``. ``mean_sum``: a position's vector is the mean of its pieces' vectors
     (the side of attention that is averaged, the attending word's); ``first``: its first piece's. Padding
     (position -1) is dropped, as in :func:`pool_attention`; special tokens keep their own positions. Each
     layer is pooled by one batched matrix product (:func:`pooling_matrix`) straight into the output, never
-    stacked at piece level."""
+    stacked at piece level. ``buffers``: the result lives in its slot (valid until the next call)."""
     b, t = piece_position.shape
     width = layers[0].shape[-1]
     weights = pooling_matrix(piece_position, n_positions, pooling)
-    out = torch.empty(b, len(layers), heads, n_positions, width // heads, dtype=dtype, device=weights.device)
+    shape = (b, len(layers), heads, n_positions, width // heads)
+    out = (torch.empty(shape, dtype=dtype, device=weights.device) if buffers is None
+           else buffers.take("pool_vectors", shape, dtype, weights.device))
     for k, x in enumerate(layers):
         pooled = torch.bmm(weights, x.to(torch.float32))  # (B, M, W)
         out[:, k] = pooled.view(b, n_positions, heads, width // heads).transpose(1, 2)

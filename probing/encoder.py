@@ -16,6 +16,7 @@ from typing import Any, Optional, Sequence
 import torch
 
 from probing.alignment import piece_positions
+from probing.buffers import Buffers
 from probing.config import ModelConfig, enum_value
 from probing.errors import ModelLoadError
 
@@ -98,6 +99,9 @@ class Encoder:
         self.special_tokens: list[str] = list(tokenizer.all_special_tokens)
         self._ffn_skipped = False
         self._pooler: Any = None
+        # the large temporaries of its batches (pooling, mixing measures), kept while the encoder is: the
+        # same pages then serve every batch of every extraction (:mod:`probing.buffers`)
+        self.buffers = Buffers()
 
     # ---- loading ----------------------------------------------------------------------------------
     @classmethod
@@ -208,11 +212,13 @@ class Encoder:
         return attn, pos, m
 
     @torch.inference_mode()
-    def forward(self, batch: Sequence[Tokenized], hidden: bool = False
-                ) -> tuple[torch.Tensor, torch.Tensor, int, Optional[tuple[torch.Tensor, ...]]]:
+    def forward(self, batch: Sequence[Tokenized], hidden: bool = False, stacked: bool = True
+                ) -> tuple["torch.Tensor | tuple[torch.Tensor, ...]", torch.Tensor, int,
+                           Optional[tuple[torch.Tensor, ...]]]:
         """:meth:`attention`, plus every layer's hidden states when ``hidden`` (L+1 tensors ``(B, T, D)``, the
         embedding output first, as the model returns them: not stacked, they are pooled layer by layer),
-        else None."""
+        else None. ``stacked=False``: the attention as the model returns it, L tensors ``(B, H, T, T)`` (no
+        copy, for :func:`~probing.alignment.pool_attention`)."""
         t = max(len(x.input_ids) for x in batch)
         ids = torch.full((len(batch), t), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(batch), t), dtype=torch.long)
@@ -227,9 +233,9 @@ class Encoder:
         attn = out.attentions
         if attn is None or any(a is None for a in attn):
             raise RuntimeError("the model returned no attention weights (is attn_implementation eager?)")
-        stacked = torch.stack(attn, dim=1)  # (B, L, H, T, T)
+        maps = torch.stack(attn, dim=1) if stacked else tuple(attn)  # (B, L, H, T, T)
         states = tuple(out.hidden_states) if hidden else None
-        return stacked, pos.to(stacked.device), max(x.n_positions for x in batch), states
+        return maps, pos.to(attn[0].device), max(x.n_positions for x in batch), states
 
 
 def _layers(model: Any) -> Optional[Any]:

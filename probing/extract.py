@@ -26,6 +26,7 @@ import torch
 from filelock import FileLock
 
 from probing.alignment import pool_attention, pool_layers
+from probing.buffers import Buffers
 from probing.config import ExtractConfig, Measure, ModelConfig, Pooling, Representation, enum_value
 from probing.corpus import Corpus
 from probing.encoder import Encoder, Tokenized, load_encoder, model_identity, model_label
@@ -132,27 +133,30 @@ def _batches(items: Sequence[tuple[int, Tokenized]], batch_size: int, max_tokens
 
 
 def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling, measures: Sequence[Stored],
-              dtype: torch.dtype = torch.float32) -> dict[Stored, list[np.ndarray]]:
+              dtype: torch.dtype = torch.float32, buffers: Optional[Buffers] = None) -> dict[Stored, list[np.ndarray]]:
     """Word-level arrays of each measure or representation for one batch, in ``dtype`` (a store's: the batch
     is converted at once, several times faster than sentence by sentence in numpy), padding removed:
     ``(L, heads_of(measure), M, M)`` maps, ``(L+1, M, D)`` hidden states, ``(L, H, M, d)`` context vectors.
 
     Attention alone runs without hooks; any other measure is computed from the same forward pass (rollouts
     over word pieces, then pooled like attention; ``norm`` and ``norm_layer`` rows are never renormalised).
-    Vectors are pooled to positions layer by layer (:func:`~probing.alignment.pool_layers`)."""
+    Vectors are pooled to positions layer by layer (:func:`~probing.alignment.pool_layers`). ``buffers``: the
+    batch's large temporaries go to its memory (:class:`~probing.buffers.Buffers`, kept by the caller across
+    batches); the arrays returned are always copies, never views of it."""
     wanted = [stored(m) for m in measures]
     others = [m for m in wanted if isinstance(m, Measure) and m is not Measure.attention]
     hidden = Representation.hidden in wanted
+    work = Buffers() if buffers is None else buffers
     pieces: dict = {}
     if others or Representation.heads in wanted:
-        with capture(encoder.model) as cap:
-            attn, pos, m, states = encoder.forward(batch, hidden)
+        with capture(encoder.model, heads_only=not others) as cap:
+            attn, pos, m, states = encoder.forward(batch, hidden, stacked=False)
         with torch.inference_mode():
-            pieces = compute(others, cap.pieces()) if others else {}
+            pieces = compute(others, cap.pieces(work)) if others else {}
             if Representation.heads in wanted:
                 pieces[Representation.heads] = cap.heads()
     else:
-        attn, pos, m, states = encoder.forward(batch, hidden)
+        attn, pos, m, states = encoder.forward(batch, hidden, stacked=False)
     pieces[Measure.attention] = attn
     if hidden:
         pieces[Representation.hidden] = states
@@ -160,12 +164,12 @@ def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling, me
     for what in wanted:
         if isinstance(what, Representation):
             split = encoder.num_heads if what is Representation.heads else 1
-            pooled = pool_layers(pieces[what], pos, m, pooling, dtype, split).cpu().numpy()
-            out[what] = [np.ascontiguousarray(pooled[b, ..., : x.n_positions, :]) for b, x in enumerate(batch)]
+            pooled = pool_layers(pieces[what], pos, m, pooling, dtype, split, work).cpu().numpy()
+            out[what] = [pooled[b, ..., : x.n_positions, :].copy() for b, x in enumerate(batch)]  # never a view
         else:
-            pooled = pool_attention(pieces[what], pos, m, pooling, what.stochastic).to("cpu", dtype).numpy()
-            out[what] = [np.ascontiguousarray(pooled[b, :, :, : x.n_positions, : x.n_positions])
-                         for b, x in enumerate(batch)]
+            maps = pool_attention(pieces[what], pos, m, pooling, what.stochastic, work)
+            pooled = work.take("maps", tuple(maps.shape), dtype).copy_(maps).numpy()  # the store's dtype, once
+            out[what] = [pooled[b, :, :, : x.n_positions, : x.n_positions].copy() for b, x in enumerate(batch)]
     return out
 
 
@@ -286,7 +290,8 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequen
     try:
         for batch in _batches(todo, cfg.batch_size, cfg.max_batch_tokens):
             need = [k for k, d in enumerate(done) if any(i not in d for i, _ in batch)]
-            maps = word_maps(encoder, [t for _, t in batch], pooling, [targets[k].measure for k in need], dtype)
+            maps = word_maps(encoder, [t for _, t in batch], pooling, [targets[k].measure for k in need], dtype,
+                             encoder.buffers)
             for k in need:
                 for (i, t), a in zip(batch, maps[targets[k].measure]):
                     if i not in done[k]:

@@ -12,7 +12,6 @@ the measures see.
 from __future__ import annotations
 
 import functools
-import math
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional
@@ -20,6 +19,7 @@ from typing import Any, Callable, Iterator, Optional
 import torch
 from torch import nn
 
+from probing.buffers import Buffers
 from probing.errors import ProbingError
 
 
@@ -82,23 +82,6 @@ class LayerParts:
     ffn: Callable[[torch.Tensor], torch.Tensor]
 
 
-class Scratch:
-    """One float32 buffer lent to each layer of a batch in turn (the layers' measures run one after the
-    other): the heads' transformed values, the largest temporary of the measures, then go to memory that is
-    already mapped instead of to fresh pages six times a batch (200 EWT dev sentences, five measures, a warm
-    process: 10-22k page faults a run against 34-75k, 0.06-0.12 s of system time against 0.12-0.21 s)."""
-
-    def __init__(self) -> None:
-        self._buffer = torch.empty(0)
-
-    def take(self, *shape: int) -> torch.Tensor:
-        """A ``shape`` view of the buffer (grown when too small); valid until the next call."""
-        n = math.prod(shape)
-        if self._buffer.numel() < n:
-            self._buffer = torch.empty(n)
-        return self._buffer[:n].view(shape)
-
-
 @dataclass(frozen=True)
 class LayerPieces:
     """What one layer computed in a forward pass, in float32, ``B`` sentences of ``T`` pieces, ``H`` heads.
@@ -120,7 +103,7 @@ class LayerPieces:
     ffn: Callable[[torch.Tensor], torch.Tensor]  # (..., D) -> (..., D), no residual
     # (B, T, D) LN1's input as the model computed it (hooked); the measures' decomposition sums to it
     ln1_in: Optional[torch.Tensor] = None
-    scratch: Optional[Scratch] = None  # shared by the layers of one pass (:meth:`f_lent`)
+    scratch: Optional[Buffers] = None  # shared by the layers of a pass, and by passes (:meth:`f_lent`)
 
     @functools.cached_property
     def f(self) -> torch.Tensor:
@@ -128,12 +111,15 @@ class LayerPieces:
         return self.transformed(self.w_o)
 
     def f_lent(self) -> torch.Tensor:
-        """:attr:`f`, computed into the pass's :class:`Scratch` when there is one and ``f`` is not cached:
-        valid only until another layer's ``f_lent`` (for a kernel that reads it once)."""
+        """:attr:`f`, computed into the ``scratch`` buffers' slot ``f`` when there are buffers and ``f`` is not
+        cached: valid only until another layer's ``f_lent`` (for a kernel that reads it once). The heads'
+        transformed values are the measures' largest temporary: lent, they land on memory already mapped
+        instead of on fresh pages six times a batch (200 EWT dev sentences, five measures, a warm process:
+        10-22k page faults a run against 34-75k, 0.06-0.12 s of system time against 0.12-0.21 s)."""
         if "f" in self.__dict__ or self.scratch is None:
             return self.f
         b, n_heads, t, _ = self.values.shape
-        return self.transformed(self.w_o, self.scratch.take(n_heads, b * t, self.w_o.shape[0]))
+        return self.transformed(self.w_o, self.scratch.take("f", (n_heads, b * t, self.w_o.shape[0])))
 
     def transformed(self, w: torch.Tensor, out: Optional[torch.Tensor] = None) -> torch.Tensor:
         """``(B, H, T, D)`` values through a per-head map ``w`` (D, H, d): ``w_o`` with a linear map of the
@@ -242,10 +228,12 @@ class Capture:
             raise RuntimeError("the forward pass did not reach every layer's attention output projection")
         return list(self.context)  # type: ignore[arg-type]
 
-    def pieces(self) -> list[LayerPieces]:
-        """Per-layer pieces of the last pass (the per-head ``f`` from ``W_O`` reshaped to ``(D, H, d)``)."""
+    def pieces(self, buffers: Optional[Buffers] = None) -> list[LayerPieces]:
+        """Per-layer pieces of the last pass (the per-head ``f`` from ``W_O`` reshaped to ``(D, H, d)``);
+        ``buffers``: the memory their lent values share (:meth:`LayerPieces.f_lent`), e.g. an extraction's,
+        kept across passes (default: fresh, for this pass's layers)."""
         out = []
-        scratch = Scratch()
+        scratch = Buffers() if buffers is None else buffers
         for k, p in enumerate(self.parts):
             x, probs, v = self.x[k], self.probs[k], self.values[k]
             if x is None or probs is None or v is None:
@@ -273,10 +261,11 @@ def _float_ffn(ffn: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype
 
 
 @contextmanager
-def capture(model: nn.Module) -> Iterator[Capture]:
+def capture(model: nn.Module, heads_only: bool = False) -> Iterator[Capture]:
     """Hooks on every layer's attention module (its input x and weights α), value projection, output
     projection (its input, the heads' context vectors) and first LayerNorm (its input); removed on exit. Run
-    the model's forward pass (with eager attention) inside the block."""
+    the model's forward pass (with eager attention) inside the block. ``heads_only``: the output projections'
+    hooks alone, for :meth:`Capture.heads` (the other tensors are then not kept alive past their layer)."""
     cap = Capture(layer_parts(model))
     handles = []
     for k, p in enumerate(cap.parts):
@@ -293,10 +282,11 @@ def capture(model: nn.Module) -> Iterator[Capture]:
         def on_ln1(module: nn.Module, args: tuple, k: int = k) -> None:
             cap.ln1_in[k] = args[0]
 
-        handles.append(p.attention.register_forward_hook(on_attention, with_kwargs=True))
-        handles.append(p.value.register_forward_hook(on_value))
         handles.append(p.out.register_forward_pre_hook(on_out))
-        handles.append(p.ln1.register_forward_pre_hook(on_ln1))
+        if not heads_only:
+            handles.append(p.attention.register_forward_hook(on_attention, with_kwargs=True))
+            handles.append(p.value.register_forward_hook(on_value))
+            handles.append(p.ln1.register_forward_pre_hook(on_ln1))
     try:
         yield cap
     finally:

@@ -78,9 +78,9 @@ def test_adding_a_measure_reuses_the_stores_that_exist(tiny_encoder, tmp_path, m
     asked = []
     real = ex.word_maps
 
-    def spy(encoder, batch, pooling, measures, dtype):
+    def spy(encoder, batch, pooling, measures, *args):
         asked.append(list(measures))
-        return real(encoder, batch, pooling, measures, dtype)
+        return real(encoder, batch, pooling, measures, *args)
 
     monkeypatch.setattr(ex, "word_maps", spy)
     second = extract(tiny_encoder, corpus(), cfg(tmp_path, measures=[Measure.attention, Measure.globenc]))

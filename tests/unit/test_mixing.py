@@ -311,11 +311,11 @@ def test_layer_terms_kernel_equals_torch_form(n_heads):
 def test_layers_lend_one_buffer_for_their_transformed_values():
     """``f_lent`` equals ``f``; the layers of one pass write it into the same scratch memory (grown when a
     larger layer needs more), and a cached ``f`` is what ``f_lent`` returns, never overwritten."""
-    from probing.mixing.layout import Scratch
+    from probing.buffers import Buffers
 
     g = torch.Generator().manual_seed(3)
     zeros = torch.zeros(6)
-    scratch = Scratch()
+    scratch = Buffers()
 
     def pieces(t: int) -> LayerPieces:
         return LayerPieces(x=torch.randn(2, t, 6, generator=g), probs=torch.rand(2, 3, t, t, generator=g),

@@ -145,11 +145,11 @@ def test_resume_and_extend_vector_stores(tiny_encoder, tmp_path, monkeypatch):
     clean = extract(tiny_encoder, c, cfg(tmp_path / "clean", representations=REPS))
     real, asked = ex.word_maps, []
 
-    def crashing(encoder, batch, pooling, measures, dtype):
+    def crashing(encoder, batch, pooling, measures, *args):
         asked.append(list(measures))
         if len(asked) == 2:
             raise KeyboardInterrupt("simulated crash")
-        return real(encoder, batch, pooling, measures, dtype)
+        return real(encoder, batch, pooling, measures, *args)
 
     extract(tiny_encoder, c, cfg(tmp_path / "crash", shard_mb=0))  # attention first; the vectors join it
     monkeypatch.setattr(ex, "word_maps", crashing)

@@ -1,0 +1,42 @@
+"""Reusable memory for the large temporaries of a loop over batches (extraction's pooling, the context-mixing
+measures' transformed values).
+
+A tensor of tens of megabytes freed at the end of every batch goes back to the system (glibc maps such blocks
+on their own, or trims them off the top of its heap) and the next batch's comes back as fresh pages, each
+zeroed by the kernel on first touch. Kept in :class:`Buffers` (an :class:`~probing.encoder.Encoder` holds
+one for as long as it is loaded), the same pages serve every batch: 600 EWT train sentences with MiniLM,
+a warm process, attention + hidden + heads stores, 19-35k page faults a run against 131-193k before
+(system time 0.18-0.23 s against 0.46-0.65 s, of 3.5-4.5 s).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+_GROWTH = 1.5  # batches come sorted by length: room for the next few longer ones at each reallocation
+
+
+class Buffers:
+    """Named slots of memory, each a tensor that only grows: :meth:`take` hands out a view of a slot, valid
+    until the slot is taken again. Not thread-safe; one per loop (an extraction, a batch's layers)."""
+
+    def __init__(self) -> None:
+        self._slots: dict[str, torch.Tensor] = {}
+
+    def take(self, name: str, shape: tuple[int, ...], dtype: torch.dtype = torch.float32,
+             device: "torch.device | str" = "cpu") -> torch.Tensor:
+        """A contiguous ``shape`` view of slot ``name`` (uninitialised), the slot grown when too small (and
+        replaced when asked for another dtype or device)."""
+        n = math.prod(shape)
+        slot = self._slots.get(name)
+        if slot is None or slot.dtype != dtype or slot.device != torch.device(device) or slot.numel() < n:
+            same = slot is not None and slot.dtype == dtype and slot.device == torch.device(device)
+            grown = max(n, math.ceil(slot.numel() * _GROWTH)) if same else n
+            slot = self._slots[name] = torch.empty(grown, dtype=dtype, device=device)
+        return slot[:n].view(shape)
+
+    def nbytes(self) -> int:
+        """Memory held by all slots."""
+        return sum(s.numel() * s.element_size() for s in self._slots.values())

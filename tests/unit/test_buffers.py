@@ -1,0 +1,66 @@
+"""Reusable memory for batches' temporaries: slots reused and grown, and never visible in what extraction
+returns or stores."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from test_store_extract import cfg, corpus
+
+from probing.alignment import pool_attention
+from probing.buffers import Buffers
+from probing.config import Measure, Pooling, Representation
+from probing.extract import extract, word_maps
+
+
+def test_a_slot_is_reused_until_it_must_grow():
+    b = Buffers()
+    first = b.take("a", (2, 3))
+    assert first.shape == (2, 3) and first.dtype == torch.float32 and first.is_contiguous()
+    assert b.take("a", (3, 2)).data_ptr() == first.data_ptr()  # same memory, another shape
+    assert b.take("other", (2, 3)).data_ptr() != first.data_ptr()  # slots are apart
+    grown = b.take("a", (8,))
+    assert grown.data_ptr() != first.data_ptr() and grown.shape == (8,)
+    assert b.take("a", (9,)).data_ptr() == grown.data_ptr()  # grown by half: room for the next longer batch
+    half = b.take("a", (4, 4), torch.float16)  # another dtype replaces the slot
+    assert half.dtype == torch.float16 and b.nbytes() == 16 * 2 + 6 * 4
+
+
+def test_pool_attention_reads_layers_unstacked_and_into_buffers():
+    g = torch.Generator().manual_seed(0)
+    attn = torch.rand(2, 3, 2, 6, 6, generator=g).softmax(-1)
+    pos = torch.tensor([[0, 1, 2, 2, 3, 4], [0, 1, 1, 2, 3, -1]])
+    for pooling in (Pooling.mean_sum, Pooling.first):
+        stacked = pool_attention(attn, pos, 5, pooling)
+        work = Buffers()
+        lent = pool_attention(list(attn.unbind(1)), pos, 5, pooling, buffers=work)
+        torch.testing.assert_close(lent, stacked)
+        again = pool_attention(attn.flip(0), pos.flip(0), 5, pooling, buffers=work)  # the same memory
+        assert again.data_ptr() == lent.data_ptr()
+        torch.testing.assert_close(again, stacked.flip(0))
+
+
+def test_arrays_of_a_batch_are_their_own_after_later_batches(tiny_encoder):
+    """``word_maps`` with shared buffers hands out copies: the first batch's arrays (float32, where the
+    longest sentence's slice of a padded batch would otherwise be a view) stay as computed alone."""
+    c = corpus()
+    what = [Measure.attention, Measure.norm, Representation.hidden, Representation.heads]
+    first = tiny_encoder.tokenize([s.words for s in c.sentences[:3]])
+    second = tiny_encoder.tokenize([s.words for s in c.sentences[3:7]])
+    alone = word_maps(tiny_encoder, first, Pooling.mean_sum, what, torch.float32)
+    work = Buffers()
+    shared = word_maps(tiny_encoder, first, Pooling.mean_sum, what, torch.float32, work)
+    word_maps(tiny_encoder, second, Pooling.mean_sum, what, torch.float32, work)
+    word_maps(tiny_encoder, first[::-1], Pooling.mean_sum, what, torch.float32, work)
+    for w in what:
+        for a, b in zip(alone[w], shared[w]):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_an_encoder_keeps_its_buffers_across_extractions(tiny_encoder, tmp_path):
+    extract(tiny_encoder, corpus(), cfg(tmp_path / "a"))
+    held = tiny_encoder.buffers.nbytes()
+    ptr = tiny_encoder.buffers.take("pool_rows", (1,)).data_ptr()
+    r = extract(tiny_encoder, corpus(), cfg(tmp_path / "b"))
+    assert not r.reused and held > 0 and tiny_encoder.buffers.nbytes() == held
+    assert tiny_encoder.buffers.take("pool_rows", (1,)).data_ptr() == ptr
