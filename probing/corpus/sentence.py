@@ -79,12 +79,17 @@ class Corpus:
         return all(s.has_tree for s in self.sentences)
 
     def fingerprint(self) -> str:
-        """A hash of the content (ids, words, trees): two corpora with equal fingerprints are the same data."""
-        h = hashlib.sha256()
-        for s in self.sentences:
-            h.update(json.dumps([s.id, s.words, s.heads, s.relations, s.upos]).encode())
-            h.update(b"\n")
-        return h.hexdigest()[:16]
+        """A hash of the content (ids, words, trees): two corpora with equal fingerprints are the same data.
+        Computed once (a corpus and its sentences are immutable): every store of an extraction is keyed by it."""
+        cached = self.__dict__.get("_fingerprint")
+        if cached is None:
+            h = hashlib.sha256()
+            for s in self.sentences:
+                h.update(json.dumps([s.id, s.words, s.heads, s.relations, s.upos]).encode())
+                h.update(b"\n")
+            cached = h.hexdigest()[:16]
+            object.__setattr__(self, "_fingerprint", cached)
+        return cached
 
     def skip_summary(self) -> dict[str, int]:
         """How many sentences were skipped for each kind of reason."""
