@@ -55,7 +55,7 @@ def pool_attention(attn: "torch.Tensor | Sequence[torch.Tensor]", piece_position
     out = rows[..., :n_positions, :n_positions]
     if pooling is Pooling.first:
         return out.div_(out.sum(-1, keepdim=True).clamp_(min=1e-12)) if stochastic else out
-    counts = torch.zeros(b, m1, dtype=torch.float32, device=cols.device)
+    counts = torch.zeros(b, m1, dtype=torch.float32, device=device)
     counts.scatter_add_(1, idx, keep.to(torch.float32))
     return out.div_(counts[:, None, None, :n_positions, None].clamp_(min=1.0))
 
@@ -88,9 +88,8 @@ def pool_layers(layers: Sequence[torch.Tensor], piece_position: torch.Tensor, n_
     b, t = piece_position.shape
     width = layers[0].shape[-1]
     weights = pooling_matrix(piece_position, n_positions, pooling)
-    shape = (b, len(layers), heads, n_positions, width // heads)
-    out = (torch.empty(shape, dtype=dtype, device=weights.device) if buffers is None
-           else buffers.take("pool_vectors", shape, dtype, weights.device))
+    work = Buffers() if buffers is None else buffers
+    out = work.take("pool_vectors", (b, len(layers), heads, n_positions, width // heads), dtype, weights.device)
     for k, x in enumerate(layers):
         pooled = torch.bmm(weights, x.to(torch.float32))  # (B, M, W)
         out[:, k] = pooled.view(b, n_positions, heads, width // heads).transpose(1, 2)

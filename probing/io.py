@@ -1,7 +1,7 @@
 """Atomic file writes: a file appears whole or not at all (a crash leaves the old file or nothing).
 
-Every writer of the package (the store's shards and manifest, the corpus cache, result tables, JSON,
-HTML pages) goes through :func:`atomic_write_bytes`.
+Every writer of the package goes through :class:`AtomicFile`: the store's shards piece by piece, and through
+:func:`atomic_write_bytes` their indexes and manifest, the corpus cache, result tables, JSON and HTML pages.
 """
 
 from __future__ import annotations
@@ -10,21 +10,15 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 
 def atomic_write_bytes(path: Path, data: "bytes | memoryview | Any") -> None:
     """Write ``data`` (bytes or any contiguous buffer, e.g. a numpy array) to a temporary file beside
-    ``path``, flush to disk, then rename over it."""
-    atomic_write_buffers(path, [data])
-
-
-def atomic_write_buffers(path: Path, buffers: "Iterable[Any]") -> None:
-    """:func:`atomic_write_bytes` of several buffers written one after the other (no joined copy)."""
+    ``path``, flush to disk, then rename over it (:class:`AtomicFile`, for a file written piece by piece)."""
     out = AtomicFile(path)
     try:
-        for data in buffers:
-            out.write(data)
+        out.write(data)
     except BaseException:
         out.discard()
         raise

@@ -77,11 +77,7 @@ class ShardWriter:
         self.dtype = DTYPES[str(dtype)]
         self.limit = shard_mb * 2**20
         self.next_shard = first_shard
-        self._file: Optional[AtomicFile] = None  # the .bin of the shard being filled
-        self._digest = xxhash.xxh3_64()
-        self._rows: list[dict] = []
-        self._offset = 0
-        self._bytes = 0
+        self._new_shard()
         self._pool: Optional[ThreadPoolExecutor] = None
         self._pending: Optional[Future] = None
 
@@ -111,8 +107,7 @@ class ShardWriter:
         if self._rows:
             shard = (self.next_shard, self._file, self._digest.hexdigest(), self._rows, self._offset, self._bytes)
             self.next_shard += 1
-            self._file, self._digest = None, xxhash.xxh3_64()
-            self._rows, self._offset, self._bytes = [], 0, 0
+            self._new_shard()
             self._wait()
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-writer")
@@ -128,11 +123,18 @@ class ShardWriter:
         finally:
             if self._file is not None:
                 self._file.discard()
-                self._file, self._digest = None, xxhash.xxh3_64()
-                self._rows, self._offset, self._bytes = [], 0, 0
+                self._new_shard()
             if self._pool is not None:
                 self._pool.shutdown()
                 self._pool = None
+
+    def _new_shard(self) -> None:
+        """Start the next shard empty (its file opens with its first sentence)."""
+        self._file: Optional[AtomicFile] = None
+        self._digest = xxhash.xxh3_64()
+        self._rows: list[dict] = []
+        self._offset = 0
+        self._bytes = 0
 
     def _wait(self) -> None:
         if self._pending is not None:
