@@ -46,7 +46,7 @@ from probing.config import (
 )
 from probing.corpus import Corpus
 from probing.corpus.cache import load_corpus_cached
-from probing.encoder import architectures, load_encoder
+from probing.encoder import architectures, load_encoder, model_label
 from probing.errors import ProbingError
 from probing.extract import ensure_store
 from probing.importance import figures
@@ -156,7 +156,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     if readout_kind is Readout.mlm:
         archs = architectures(model)
         if not has_mlm_head(archs) or model.random_init:
-            raise mlm_unavailable(model.name + ("-random" if model.random_init else ""), archs)
+            raise mlm_unavailable(model_label(model), archs)
     encoder = load_encoder(model, masked_lm=readout_kind is Readout.mlm)
     net = encoder.model
     if readout_kind is Readout.embedding and method is ImportanceMethod.gradient:
@@ -186,7 +186,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
             if Ablation(imp.ablation) is Ablation.mean else None)
     # columns in batch order, the order of every per-sentence array below
     weights = sentence_weights(len(corpus), imp)[:, np.concatenate([b.sentences for b in batches])]
-    ident = {"model": model.name, "corpus": corpus.name, "split": corpus.split, "readout": readout_kind.value,
+    ident = {"model": model_label(model), "corpus": corpus.name, "split": corpus.split, "readout": readout_kind.value,
              "ablation": Ablation(imp.ablation).value}
     metrics: dict[str, Any] = {**ident, "method": method.value, "eval_sentences": len(corpus),
                                "train_sentences": len(train) if readout_kind in (Readout.relation, Readout.arc) else 0,
@@ -243,7 +243,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
         accuracy, acc_samples = attention_accuracy(imp, heads, model, corpus, extract, stores)
         seconds["attention_accuracy"] = time.perf_counter() - t
         if not imp.heads_run:  # computed here: kept in the run dir, where the dashboard's scatter reads it
-            run_keys = {"model": model.name, "corpus": corpus.name, "split": corpus.split,
+            run_keys = {"model": model_label(model), "corpus": corpus.name, "split": corpus.split,
                         "measure": Measure.attention.value}
             out.table(schema.HEADS.name, accuracy.assign(**run_keys)[list(schema.HEADS.keys)
                                                                       + list(schema.HEADS.metrics)])
@@ -258,7 +258,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
                                                                     + list(schema.IMPORTANCE_LINK.metrics)])
         if imp.figures:
             pts = _points(accuracy, single, groups, keep, n_heads)
-            for p in figures.link_scatter(pts, link, n_layers, f"{model.name} · {corpus.name} {corpus.split}",
+            for p in figures.link_scatter(pts, link, n_layers, f"{model_label(model)} · {corpus.name} {corpus.split}",
                                           out.dir / "figures"):
                 out.figure(p)
     if imp.pruning:
@@ -271,7 +271,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
         metrics.update(_bend(prune))
         if imp.figures:
             out.figure(figures.pruning_plot(prune, schema.ALL, readout.metric,
-                                            f"{model.name} · {corpus.name} {corpus.split}",
+                                            f"{model_label(model)} · {corpus.name} {corpus.split}",
                                             out.dir / "figures" / "pruning_all.png"))
     metrics["stage_seconds"] = {k: round(v, 2) for k, v in seconds.items()}
     console = _console(metrics, readout.metric)

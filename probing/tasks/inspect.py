@@ -33,7 +33,7 @@ from probing.config import (
     enum_value,
 )
 from probing.corpus import Sentence, load_corpus, read_conllu, seed_sentences
-from probing.encoder import load_encoder
+from probing.encoder import load_encoder, model_label
 from probing.errors import ProbingError
 from probing.extract import extract_in_memory
 from probing.io import atomic_write_text
@@ -150,7 +150,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, inspect: I
             if inspect.png:
                 stem = f"inspect_{k}" if measure is Measure.attention else f"inspect_{k}_{name}"
                 mv = replace(mv, png=views.png_grid(mv, prefix, sentence.words, out_dir / f"{stem}.png",
-                                                    f"{model.name}: {' '.join(sentence.words)}"))
+                                                    f"{model_label(model)}: {' '.join(sentence.words)}"))
                 pngs.append(mv.png)
             shown.append(mv)
             table = choices_table(k, sentence, labels, prefix, ch)
@@ -158,7 +158,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, inspect: I
             tables.append(table)
         weights = shown[0].choices
         text_lines += [f"sentence {k}: {' '.join(sentence.words)}",
-                       f"  source: {source}; model {model.name}, {weights.word.shape[0]} layers x"
+                       f"  source: {source}; model {model_label(model)}, {weights.word.shape[0]} layers x"
                        f" {weights.word.shape[1]} heads, pooling {pooling}"
                        + (f"; measures {', '.join(mv.measure for mv in shown)}" if len(shown) > 1 else ""),
                        "  each word -> the position it attends to most"
@@ -174,7 +174,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, inspect: I
     if not items:
         raise ProbingError("no sentence could be inspected (see the warnings above)")
     out.table(INSPECT.name, pd.concat(tables, ignore_index=True))
-    html_path = views.write_html(items, out_dir / "inspect.html", model.name)
+    html_path = views.write_html(items, out_dir / "inspect.html", model_label(model))
     bertviz = views.write_bertviz(items, out_dir) if inspect.bertviz else []
     log.info("inspector: %s%s", html_path, "".join(f", {p}" for p in pngs))
     metrics: dict[str, Any] = {"sentences": len(items), "html": str(html_path), "png": [str(p) for p in pngs],

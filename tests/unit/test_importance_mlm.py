@@ -151,3 +151,16 @@ def test_mlm_on_minilm_is_refused_in_one_line(tmp_path):
                  RunOutput(tmp_path, Recorder()))
     assert str(err.value) == ("importance.readout=mlm: model minilm (BertModel) has no masked-LM head; use "
                               "importance.readout=relation, arc or embedding")
+
+
+def test_random_init_run_is_labelled_as_the_random_model(mlm, tmp_path):
+    """A random-init copy's tables, metrics and heads table carry ``-random<seed>``, never the trained name."""
+    d, _, _ = mlm
+    imp = ImportanceConfig(readout="embedding", method="ablation", bootstrap=5, pruning=False, layer_in=False,
+                           min_count=1, figures=False)
+    ext = OmegaConf.structured(ExtractConfig(cache_dir=str(tmp_path / "cache"), progress=False))
+    model = ModelConfig(name="tiny-mlm", name_or_path=str(d), device="cpu", random_init=True, seed=5)
+    result = task.run(model, DataConfig(kind=DataKind.grammar, n_sentences=6), ext, imp, HeadsConfig(),
+                      RunOutput(tmp_path / "run", Recorder()))
+    assert result.metrics["model"] == "tiny-mlm-random5"
+    assert set(read_table(tmp_path / "run", "importance")["model"]) == {"tiny-mlm-random5"}
