@@ -34,9 +34,9 @@ def pool_attention(attn: "torch.Tensor | Sequence[torch.Tensor]", piece_position
     dropped). ``mean_sum`` (Clark et al. 2019): a position's column is the sum of its pieces' columns and its
     row the mean of its pieces' rows. ``first``: both come from the position's first piece, rows renormalised
     unless ``stochastic`` is False (maps whose rows are not distributions, such as the ``norm`` measure's).
-    Segment sums by scatter-add cost O(T^2) per map, where pooling matrices would cost O(M T^2) (measured on
-    a quiet machine: no faster even at 30 pieces, slower above). ``buffers``: the temporaries and the result
-    live in its slots (the result is then valid until the next call with the same buffers).
+    Segment sums by scatter-add cost O(T^2) per map, where pooling matrices would cost O(M T^2) (no faster
+    even at 30 pieces, slower above). ``buffers``: the temporaries and the result live in its slots (the
+    result is then valid until the next call with the same buffers).
     """
     pooling = Pooling(pooling)  # a plain string from a notebook works too; anything else fails here
     layers = attn.unbind(1) if isinstance(attn, torch.Tensor) else list(attn)

@@ -3,11 +3,8 @@ measures' transformed values).
 
 A tensor of tens of megabytes freed at the end of every batch goes back to the system (glibc maps such blocks
 on their own, or trims them off the top of its heap) and the next batch's comes back as fresh pages, each
-zeroed by the kernel on first touch. Kept in :class:`Buffers` (an :class:`~probing.encoder.Encoder` holds
-one for as long as it is loaded), the same pages serve every batch: 600 EWT train sentences with MiniLM,
-a warm process, attention + hidden + heads stores, 19-43k page faults a run against 131-193k before
-(system time 0.18-0.30 s against 0.46-0.82 s, of 3.5-4.5 s); the first extraction of a process, 22k against
-179k (attention alone: 83k against 158k).
+zeroed by the kernel on first touch, which costs system time on every batch. Kept in :class:`Buffers` (an
+:class:`~probing.encoder.Encoder` holds one for as long as it is loaded), the same pages serve every batch.
 """
 
 from __future__ import annotations

@@ -66,9 +66,8 @@ class ShardWriter:
     checksum in its index (``shard-K.json``).
 
     Each sentence's bytes go to the shard's temporary ``.bin`` (and into its checksum) as the sentence is
-    added, so no shard is held in memory (three stores queued up to 64 MB each before) and the sentences'
-    arrays are freed as soon as they are written; making the file durable, renaming it and writing its index
-    run in a background thread."""
+    added, so no shard is held in memory and the sentences' arrays are freed as soon as they are written;
+    making the file durable, renaming it and writing its index run in a background thread."""
 
     def __init__(self, directory: Path, dtype: str, shard_mb: int, first_shard: int = 0,
                  what: str = "attention maps"):

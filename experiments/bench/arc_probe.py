@@ -1,29 +1,19 @@
 """Benchmark: the arc probe (Clark et al.'s Attn probe) on UD EWT train, evaluated on dev, task + control.
 
 Side by side in one run, each method in a fresh process (so peak RSS is its own):
-  memory_lbfgs  the probe before: the whole design matrix gathered into memory (pair_features,
-                root_features: 4.5M candidates x 144 float32 on all of train), then scipy's L-BFGS from zero,
-                task probe and control probe one after the other
-  store_newton  the probe now (run_arc): features built from the memory-mapped store by compiled kernels a
-                block at a time, damped Newton with a sampled Hessian, warm start on 1/8 of the sentences,
-                task and control fitted in the same passes
+  memory_lbfgs  the whole design matrix gathered into memory (pair_features, root_features), then scipy's
+                L-BFGS from zero, task probe and control probe one after the other
+  store_newton  the probe as the package runs it (run_arc): features built from the memory-mapped store by
+                compiled kernels a block at a time, damped Newton with a sampled Hessian, warm start on 1/8
+                of the sentences, task and control fitted in the same passes
 Both use the config's C, max_iter and tol on a seeded subsample of ``--limit`` training dependents (default:
 all of them); each reports seconds (features, fit), iterations, training loss, dev UAS (task and control)
 and peak RSS.
 
-Measured (2 cores, 2026-12-01, the machine shared with other jobs unless said):
-- all of EWT train (180,981 dependents, 4.51M candidates): store_newton 45.0 s wall for the whole
-  `probing task=probe probe=arc data=ud_ewt` command on a quiet machine (42.6 s in a second run; fit: 6
-  warm-start + 4 full Newton iterations), 0.81 GB peak RSS, dev UAS 0.5859, control 0.4218. The same command before (L-BFGS on the
-  in-memory matrix, commit 96eeb15, measured by the session that wrote it, quiet machine): 7 min 43 s,
-  3.87 GB, UAS 0.5858, control 0.4223 (198 + 347 L-BFGS iterations).
-- this script, --limit 40000 (1.0M candidates; shared machine, so read the ratios): memory_lbfgs fit 208.8 s,
-  144 + 229 iterations, 1.66 GB, dev UAS 0.5839 (control 0.4190); store_newton fit 116.4 s, 5 + 6 iterations,
-  0.76 GB, dev UAS 0.5841 (control 0.4197): 1.8x faster, 2.2x less memory (the warm start engages only from
-  2.4M candidates, so most of the full-data gain is not visible at this size).
-
 Build the stores first:  HF_HUB_OFFLINE=1 probing task=extract data=ud_ewt data.split=train  (and dev)
 Run:                     python experiments/bench/arc_probe.py [--limit 40000] [--methods memory_lbfgs,store_newton]
+
+Figures: experiments/bench/README.md.
 """
 
 from __future__ import annotations
@@ -63,7 +53,7 @@ def one(method: str, limit: int | None) -> dict:
     dte, te = arc_data(pc, ev, sel, None)
     golds = [local_index(dtr.pos, dtr.head),
              local_index(dtr.pos, control_heads(dtr.word, dtr.pos, dtr.n, pc.seed))]
-    if method == "memory_lbfgs":  # gather everything, as the probe did before
+    if method == "memory_lbfgs":  # the whole design matrix in memory
         def matrix(split, deps):
             cand = candidates(deps)
             X, _ = pair_features(split.store, cand.sent, cand.query, cand.key, sel, pc.feature_set, [])

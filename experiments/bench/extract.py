@@ -8,6 +8,8 @@
 Each mode runs in its own subprocess so its peak RSS is its own; imports and model loading are not timed.
 Usage:
     HF_HUB_OFFLINE=1 python experiments/bench/extract.py [--dir ../shared/data/ud_english_ewt] [--limit N]
+
+Figures and findings: experiments/bench/README.md.
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ Compares, side by side in one run:
 
 Build the store first:  HF_HUB_OFFLINE=1 probing task=extract data=ud_ewt data.split=train
 Run:                    python experiments/bench/heads.py --split train
+
+Figures and findings: experiments/bench/README.md.
 """
 
 from __future__ import annotations

@@ -1,51 +1,19 @@
 """Single-head ablation of all 72 MiniLM heads on EWT dev against 72 plain forward passes over the same
-batches, and gradient importance against one plain forward pass, side by side in one process (issue 10's
-targets: at most 0.75x and 4x).
+batches, and gradient importance against one plain forward pass, side by side in one process (targets: at
+most 0.75x and 4x).
 
 The ablation runs as ``task=importance`` does (:func:`probing.importance.scores.evaluate`, mean ablation,
 the embedding readout so that no probe has to be fitted): the lower layers and layer k's attention come from
 one cached clean pass, ``--replicas`` ablations share a pass. The gradient runs the relation readout's loss
 (a probe with random weights: its cost does not depend on what it learned) through one forward and backward
-pass per batch. Each variant is timed ``--repeat`` times, interleaved, the fastest kept; model loading,
-tokenisation and the corpus mean are not timed.
+pass per batch. Each variant is timed ``--repeat`` times, the fastest kept; ``--interleave`` times them batch
+by batch instead (a plain pass, the 72 ablations, the gradient), so that load drift hits all three alike.
+Model loading, tokenisation and the corpus mean are not timed.
 
     HF_HUB_OFFLINE=1 OMP_NUM_THREADS=1 python experiments/bench/importance.py --replicas 12 --interleave
-
-All of EWT dev (2001 sentences, 63 batches; the default), measured 2026-12-01 14:13-14:24 with one thread while
-three other agents kept the 2-core machine at a load of 4-7, ``--interleave`` (per batch: a plain pass, the 72
-single-head ablations, the gradient, so load drift hits all three alike):
-
-    one plain pass (sum over batches)             11.3 s   72 plain passes = 816 s
-    ablation of all 72 heads, 12 replicas a pass   482.8 s   0.591x   (issue 10's target: <= 0.75x)
-    gradient importance (forward + backward)       24.2 s   2.13x    (target: <= 4x)
-
-The same corpus timed variant by variant (``--replicas 12 --repeat 1 --scale-plain``, 13:42-14:12, while this
-session's two importance runs shared the machine and then finished) is not usable: the plain pass took 79.5 s
-before the ablation and 13.1 s after it, so the ablation (1262.9 s) is 0.22x or 1.34x of 72 passes and the
-gradient (146.0 s) 1.8x or 11x depending on which; hence ``--interleave``. Full dev costs relatively more than
-the first 32 sentences below (0.59x against 0.22-0.27x); why (longer, padded batches replicated 12 times, or
-the load) was not investigated here.
-
     HF_HUB_OFFLINE=1 python experiments/bench/importance.py --limit 32 --repeat 1 --no-reuse
 
-Measured 2026-12-01 on the 2-core CPU machine while other jobs kept it at a load of about 8 (so absolute times
-are several times a quiet machine's; ratios are side by side in one process), ``--limit 32 --repeat 1
---no-reuse``, one batch of 32 EWT dev sentences, mean ablation:
-
-    72 plain forward passes                      390.6 s   1.00x
-    ablation, 12 replicas a pass, layer cache     85.1 s   0.218x   (issue 10's target: <= 0.75x)
-    ablation, 1 a pass, layer cache              201.2 s   0.515x
-    ablation, 12 replicas a pass, no cache       143.3 s   0.367x
-    one plain forward pass                         6.26 s  1.00x
-    gradient importance (forward + backward)      13.5 s   2.16x    (target: <= 4x)
-
-Rerun at 12:05 with the load falling from 2.4 to 1.6 (``--limit 32 --repeat 1``): 72 plain passes 113.8 s
-(timed first, at the higher load: 72 x the one-pass time is 89 s), ablation with 12 replicas 30.9 s (0.272x; 0.35x
-of 72 x one pass), 1 replica 34.1 s (0.299x; 0.38x), one plain pass 1.24 s, gradient 2.15 s (1.74x). Both targets
-hold either way; the gain of replicas is smaller on a quieter CPU.
-
-The cache alone gives 0.52x (about the 0.58x that skipping the layers below, and layer k's attention, predicts
-for 6 layers); replicating 12 ablations into one batch gives the rest on this CPU (bigger matrix products).
+Figures: experiments/bench/README.md.
 """
 
 from __future__ import annotations

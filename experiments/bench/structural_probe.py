@@ -1,40 +1,16 @@
 """Benchmark: a structural distance probe (Hewitt and Manning 2019) on one layer of MiniLM's hidden vectors,
-trained on UD EWT train, stopped early on dev, scored on dev (target: under a minute on 2 cores).
+trained on UD EWT train, stopped early on dev, scored on dev and test (target: under a minute on 2 cores).
 
 Reads the ``hidden`` representation stores through the same path as ``task=probe probe=distance`` (built first
 if missing, and that time reported apart). Reports, for the probe alone: seconds to gather the word vectors,
 to build the padded batches and fit (epochs until early stopping), to predict and score; UUAS, DSpr, the
-epochs run and peak RSS.
-
-Measured (2026-12-01, 2 cores shared with other agents' jobs; layer 3 of MiniLM, all of EWT train: 12,544
-sentences, 204,577 words, 384-dim; stopped on dev; dev scores unless said):
-- now (47aeca2: hand-worked gradient, fused Adam, padded batches built once) beside f5c91f4 (autograd, per-step
-  gather), ``--compare f5c91f4``, full rank, 1 torch thread, one process, load 3.4-4.5: an epoch 2.67 vs 3.94 CPU s
-  (0.68x); the fit 53.5 vs 67.0 CPU s (0.80x: 20 epochs, best 14, against 17, best 11 -- the rounding of the two
-  gradients differs, so the plateau is met at another epoch); wall 83.3 vs 67.4 s (the machine was busier while
-  the new code ran: compare CPU seconds). Gather 3.1 CPU s, scoring dev + test 2-3 s: the probe is about 60 CPU s,
-  so it meets the one-minute target on one free core, not on the loaded machine. Dev UUAS 0.7345 vs 0.7337, DSpr
-  0.7881 vs 0.7879; test UUAS 0.7318 vs 0.7313, DSpr 0.7753 vs 0.7752. Peak RSS 1.33 GB for both fits.
-  A second run at 14:37 (load ~3, two other busy processes): an epoch 3.24 vs 5.01 CPU s (0.65x), the fit 64.7 vs
-  85.2 CPU s (0.76x), wall 78.9 vs 88.3 s (0.89x); identical losses and scores to the first run (seeded).
-- quiet machine (15:32, load ~1, at 9a3848f), full rank, all of EWT train: 1 thread (the default) gather 4.3 s +
-  fit 57.1 s (20 epochs, 2.86 s each) + scoring 2.6 s = 64 s wall; ``--threads 2``: 4.5 + 38.6 (1.93 s an
-  epoch, 74 CPU s) + 3.5 = 47 s wall, identical losses and scores (test UUAS 0.7318, DSpr 0.7753). So the
-  one-minute target on 2 cores is met with both threads; the probe keeps 1 thread by default because sweeps run
-  jobs side by side (and 2 threads spin-wait badly beside other processes, see below).
-- where an epoch's time goes (torch profiler, old code, 210 of 628 batches): the two projection GEMMs ``x B`` and
-  ``x^T dt`` (W x 384 x 384 each) 35%, Adam 19%, autograd's elementwise and broadcast ops ~30%, the pair bmm's 9%.
-  The new step keeps only the GEMMs, two bmm's and a few (b, n, n) passes. What is left is GEMM-bound: bfloat16
-  would run the GEMM about 3x faster here (AMX), but changes the numbers, so it is not used; float64 is not used
-  anywhere.
-- earlier (f5c91f4): full rank ~80 s wall at load ~2.5 (4.5 s an epoch), 186.5 s under load ~8; ``--rank 64``
-  35.9 s (17 epochs x 1.8 s), dev UUAS 0.7334. Threads, ``--max-epochs 3``, load ~2.5-3.3: 1 thread 4.5 s an
-  epoch, 2 threads 17.0 s (spin-waiting beside other processes), identical losses: hence MAX_THREADS = 1.
-- building the hidden stores (first run only, not part of the probe's time): about 25 min for train on the
-  loaded machine, 10 s for test once it was quieter (1.15 GiB + 0.15 GiB float16 for train + dev).
+epochs run and peak RSS. ``--compare REV`` also fits with ``probing/probes/structural.py`` of git revision
+REV, side by side on the same vectors.
 
 Run:  HF_HUB_OFFLINE=1 python experiments/bench/structural_probe.py [--layer 3] [--limit N] [--rank R]
-      [--compare f5c91f4]   # also fit with the probe code of that commit, side by side on the same vectors
+      [--threads T] [--max-epochs E] [--compare REV]
+
+Figures: experiments/bench/README.md.
 """
 
 from __future__ import annotations

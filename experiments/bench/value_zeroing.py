@@ -11,46 +11,16 @@
    fresh subprocess and cache; prints each child's ``ru_maxrss`` after loading the model and at the end, and
    its peak RSS during the extraction alone (``VmHWM`` after resetting it through ``/proc/self/clear_refs``
    once the model is loaded, whose own transient peak would otherwise hide the extraction's).
+   ``--max-pieces`` keeps every size's longest batch alike, so that the runs measure corpus size alone.
 
     HF_HUB_OFFLINE=1 python experiments/bench/value_zeroing.py --per-bin 24 --repeat 2 --sizes 200 800
     HF_HUB_OFFLINE=1 python experiments/bench/value_zeroing.py --no-cost --max-pieces 32 --sizes 192 800
-    HF_HUB_OFFLINE=1 python experiments/bench/value_zeroing.py --no-cost --max-pieces 32 --sizes 192 800 \
-        --measures attention
+    (add ``--measures attention`` for the same runs with attention alone)
 
 Value zeroing runs LN1 -> FFN -> LN2 once per (query, zeroed token) pair, so its work grows as T^2 per
 sentence, where attention's forward pass is dominated by the T-linear projections and FFN at these lengths.
 
-Measured 2026-12-01 on the shared 2-core machine under a load average of about 8 (absolute seconds several
-times a quiet machine's; each ratio is from runs side by side), ``--per-bin 24 --repeat 2``:
-
-    pieces  dev sentences  timed  mean pieces  [attention] s/sent  [attention,value_zeroing] s/sent  ratio
-    3-15    1153           24      8.8         0.038               0.32                               8.6x
-    16-31    605           24     21.7         0.095               0.99                              10.4x
-    32-47    183           24     38.2         0.084               1.51                              18.0x
-    48-63     46           24     53.5         0.077               2.73                              35.3x
-    64-90     14           14     76.1         0.219               6.37                              29.1x
-    (no dev sentence has more than 90 pieces)
-
-Value zeroing's seconds per sentence grow 20x from 9 to 76 pieces, and its cost over attention from about
-9x for short sentences to about 30x for the longest.
-
-Peak RSS, ``[attention, value_zeroing]``, peak during the extraction (after the model is loaded, at ~478 MB):
-
-    code                                    corpora                               peak RSS
-    7642a7b (f of every layer computed      --max-pieces 32 --sizes 192 800       1193 MB, 1511 MB (+318 MB)
-      eagerly per batch)                    --sizes 200 800 (longest 90 pieces)   1202 MB, 1844 MB (ru_maxrss)
-    fd87644 (f computed when a measure      --max-pieces 32 --sizes 96 480        1162 MB, 1098 MB
-      reads it; compiled ALTI/Gram kernels) --max-pieces 32 --sizes 192 800       1116 MB, 1101 MB (flat)
-                                            --sizes 200 800 (longest 90 pieces)   1126 MB, 1694 MB (batch shape)
-
-At fd87644 the peak is flat in corpus size (1116 MB for 192 sentences, 1101 MB for 800, the same largest batch);
-the growth at 7642a7b went when each layer's ``f`` stopped being computed up front for the whole batch (the
-change to what a value-zeroing batch allocates; its own code is unchanged). With ``MALLOC_MMAP_THRESHOLD_=65536``
-the 96/480 runs gave 888 and 914 MB: the rest of the peak is allocator slack, and it does not grow. The first-N runs differ in
-their longest batch (length-sorted batching gives the 200-sentence corpus 8 sentences of 90 pieces in its last
-batch, the 800-sentence one 32: value zeroing's working set grows with the batch), so they measure batch shape
-as well as corpus size; ``--max-pieces`` isolates corpus size. ``extract.max_batch_tokens`` bounds the batch. ``--shard-mb`` sets ``extract.shard_mb`` (each store buffers up to that much before its first shard
-is written: bounded, but it grows with the corpus up to that size).
+Figures: experiments/bench/README.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Context-mixing measures beyond attention weights (issue 9): hooks on the model's own modules capture, in
+"""Context-mixing measures beyond attention weights: hooks on the model's own modules capture, in
 the pass that gives the weights, what each measure needs (:mod:`~probing.mixing.layout`), and pure functions
 turn it into maps (:mod:`~probing.mixing.measures`)."""
 

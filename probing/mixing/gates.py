@@ -1,4 +1,4 @@
-"""Gates on attention heads (issue 10): a gate per (layer, head) on the head's context vector just before the
+"""Gates on attention heads: a gate per (layer, head) on the head's context vector just before the
 layer's attention output projection, set by a forward pre-hook on the model's own module (transformers 5 has no
 ``head_mask``). The layout is found by structure (:func:`~probing.mixing.layout.layer_parts`), so BERT,
 RoBERTa, MiniLM and DistilBERT all work and this module needs only torch.

@@ -114,8 +114,7 @@ class LayerPieces:
         """:attr:`f`, computed into the ``scratch`` buffers' slot ``f`` when there are buffers and ``f`` is not
         cached: valid only until another layer's ``f_lent`` (for a kernel that reads it once). The heads'
         transformed values are the measures' largest temporary: lent, they land on memory already mapped
-        instead of on fresh pages six times a batch (200 EWT dev sentences, five measures, a warm process:
-        10-22k page faults a run against 34-75k, 0.06-0.12 s of system time against 0.12-0.21 s)."""
+        instead of on fresh pages, once per layer of every batch (:mod:`probing.buffers`)."""
         if "f" in self.__dict__ or self.scratch is None:
             return self.f
         b, n_heads, t, _ = self.values.shape

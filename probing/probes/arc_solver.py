@@ -2,7 +2,7 @@
 
 The objective of each probe is the mean cross-entropy of its gold heads (a softmax over each dependent's
 word candidates and ROOT) plus ``alpha/2 * ||weights||^2``: convex, smooth, with about 200 parameters but
-millions of candidate rows. L-BFGS needed ~200 passes over the data; Newton needs ~10, each pass giving the
+millions of candidate rows. L-BFGS needs ~200 passes over the data; Newton needs ~10, each pass giving the
 loss, the gradient (exact, every block) and the Hessian (from a fixed sample of blocks: it only sets the
 step, so the optimum is the exact one). Each step is checked by an Armijo backtracking line search. The
 task probe and its control task read the same features, so both are fitted in the same passes: a pass
@@ -238,7 +238,7 @@ def warm_start_rows(data: ArcBlocks) -> np.ndarray | None:
 def newton(data: ArcBlocks, golds: np.ndarray, alpha: float, max_iter: int, tol: float,
            names: tuple[str, ...] = ()) -> list[Fit]:
     """:func:`_newton` with one BLAS thread: the compiled kernels use every core, and BLAS threads left
-    spinning beside them made the Hessian nine times slower on 2 cores (measured)."""
+    spinning beside them make the Hessian about nine times slower on 2 cores."""
     with threadpool_limits(1, user_api="blas"):
         return _newton(data, golds, alpha, max_iter, tol, names, warm_start=True)
 

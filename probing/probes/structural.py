@@ -40,8 +40,8 @@ from probing.probes.structural_metrics import (
 
 log = logging.getLogger(__name__)
 
-# torch threads while a probe trains. One: sweeps run jobs side by side, and on the shared 2-core machine an epoch
-# on EWT train took 17.0 s with 2 threads and 4.5 s with 1 (threads spin-waiting beside other processes)
+# torch threads while a probe trains. One: sweeps run jobs side by side, and threads spin-waiting beside other
+# processes make an epoch about four times slower than one thread on 2 cores
 MAX_THREADS = 1
 
 
@@ -244,7 +244,7 @@ class StructuralProbe:
         with bounded_threads():
             tr, dv = _batches(train, self.kind, r.batch_size), _batches(dev, self.kind, r.batch_size)
             probe = self._make(train.vectors.shape[1])
-            # fused: Adam's update in one kernel over B (the unfused one was a fifth of a step's time)
+            # fused: Adam's update in one kernel over B (unfused, the update takes about a fifth of a step)
             opt = torch.optim.Adam(probe.parameters(), lr=r.lr, fused=True)
             sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, mode="min", factor=0.1, patience=0)
             rng = np.random.default_rng(r.seed)

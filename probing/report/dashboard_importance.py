@@ -1,4 +1,4 @@
-"""Dashboard figures of ``task=importance`` runs (issue 10): per relation, the layer x head heatmap of each
+"""Dashboard figures of ``task=importance`` runs: per relation, the layer x head heatmap of each
 head's ablation importance beside its attention accuracy, and the scatter of the two (a point per head,
 coloured by layer, the run's Spearman and interval in the title); gradient and leave-one-layer-in
 importance; the pruning curves; and a table linking the two per relation.

@@ -1,4 +1,4 @@
-"""Dashboard figures of probes on representations (issue 11): per-layer curves of the structural probes'
+"""Dashboard figures of probes on representations: per-layer curves of the structural probes'
 UUAS, DSpr, root accuracy and NSpr and of MDL codelengths, every source on the same axes (a random-init
 model is a dashed line labelled so, the embedding layer a dotted level), and layer x head grids of a
 structural probe on each head's output beside the attention accuracy of the same heads.

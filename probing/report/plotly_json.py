@@ -4,8 +4,8 @@ Plotly's figure objects validate every property on every update, which costs sec
 figures of one run; a dict costs nothing, and :func:`probing.report.html.figure_div` writes it as it is.
 Only the subplot grid comes from :func:`plotly.subplots.make_subplots`, once per grid shape
 (:func:`grid_figure`), so axes, domains, title annotations and the template are plotly's own. What the
-helpers write is what plotly's objects would (named colour scales as explicit stops, titles as
-``{"text": ...}``): the dashboard's figures are the same JSON as before, property for property.
+helpers write is what plotly's objects would, property for property (named colour scales as explicit
+stops, titles as ``{"text": ...}``).
 """
 
 from __future__ import annotations
