@@ -16,14 +16,12 @@ from typing import Optional, Sequence
 import hydra
 from omegaconf import DictConfig
 
+from probing.compose import CONF_DIR
 from probing.config import register_configs
-from probing.errors import USER_ERRORS
+from probing.errors import USER_ERRORS, ProbingError
 
 log = logging.getLogger("probing")
 register_configs()
-
-CONF_DIR = str(Path(__file__).resolve().parent.parent / "conf")
-
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="config")
 def _hydra_main(cfg: DictConfig) -> float | None:
@@ -62,11 +60,31 @@ def _writable(folder: Path) -> Optional[str]:
     return None
 
 
+def _overrides(argv: Sequence[str]) -> list[str]:
+    """The ``KEY=VALUE`` arguments of a ``probing`` command line (Hydra's flags and their values left out)."""
+    return [a for a in argv if "=" in a and not a.startswith("-")]
+
+
 def main() -> None:
-    """The ``probing`` command."""
+    """The ``probing`` command: its overrides are composed and checked first (one line for a mistake), then
+    Hydra runs the job(s)."""
+    from probing.compose import compose_run, expand_shorthand, help_text
+
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    if not any(a in ("--help", "-h", "--hydra-help", "--cfg", "-c", "--info") for a in sys.argv[1:]):
+    args = sys.argv[1:]
+    if any(a in ("--help", "-h") for a in args):
+        print(help_text())
+        return
+    try:
+        given = _overrides(args)
+        expanded = expand_shorthand(given)
+        sys.argv = [sys.argv[0]] + [a for a in args if a not in given] + expanded
+        compose_run(expanded)
+    except ProbingError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    if not any(a in ("--hydra-help", "--cfg", "-c", "--info") for a in args):
         given = [a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith(("hydra.run.dir=", "hydra.sweep.dir="))]
         for folder in given or [os.environ.get("PROBING_RESULTS_DIR", "results")]:
             problem = _writable(Path(folder))

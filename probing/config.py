@@ -171,12 +171,6 @@ class PatternRows(Choice):
     all = "all"
 
 
-class SpecialTokens(Choice):
-    """How special tokens enter syntax scores: ``exclude`` (scored over words only; patterns keep them)."""
-
-    exclude = "exclude"
-
-
 class StoreDtype(Choice):
     float16 = "float16"
     float32 = "float32"
@@ -219,7 +213,7 @@ class ModelConfig:
     # the same architecture with freshly initialised weights (the random-encoder baseline of Hewitt and Liang
     # 2019), seeded by ``seed``; part of the model's identity, so its stores never mix with the trained model's
     random_init: bool = False
-    seed: int = 0
+    init_seed: int = 0  # the fresh weights' seed (random_init only)
 
 
 @dataclass
@@ -244,8 +238,8 @@ class DataConfig:
     heads_one_based: bool = True
     # grammar: the built-in generator
     n_sentences: int = 1000
-    seed: int = 0
-    # text: raw sentences, one a line (whitespace-tokenised), no gold trees
+    grammar_seed: int = 0  # which sentences the generator draws (part of the corpus, not of the analysis)
+    # text: raw sentences (words and punctuation split apart), no gold trees: data.text or data.path (one a line)
     text: Optional[str] = None
     # common
     limit: Optional[int] = None  # first N sentences only
@@ -276,7 +270,39 @@ class ExtractConfig:
 
 
 @dataclass
-class HeadsConfig:
+class BootstrapSettings:
+    """Intervals by resampling sentences (shared by every task that reports intervals)."""
+
+    bootstrap: int = 1000  # resamples of sentences; 0: no intervals
+    ci: float = 0.95
+
+
+@dataclass
+class SplitSettings:
+    """Where a trained readout learns and where it is scored (shared by ``probe`` and ``importance``).
+    Single-split data (grammar, conllu, text, or ``train_split == eval_split``) holds out its last
+    ``eval_fraction`` of sentences."""
+
+    train_split: str = "train"
+    eval_split: str = "dev"
+    eval_fraction: float = 0.2
+
+
+@dataclass
+class Regimen:
+    """How the gradient-trained probes (``probe=distance``, ``depth``) are fitted: Adam, early stopping on the
+    dev split's loss. The defaults are Hewitt and Manning's (2019)."""
+
+    lr: float = 1e-3
+    batch_size: int = 20  # sentences a step
+    max_epochs: int = 40
+    patience: int = 5  # epochs without a dev-loss improvement of min_improvement before stopping
+    min_improvement: float = 1e-4
+    init_scale: float = 0.05  # the probe's initial weights: uniform in [-init_scale, init_scale]
+
+
+@dataclass
+class HeadsConfig(BootstrapSettings):
     """Per-head analysis (Clark et al. 2019; Htut et al. 2019)."""
 
     measure: Measure = Measure.attention  # the store read (built too if extract.measures lacks it)
@@ -285,11 +311,7 @@ class HeadsConfig:
     offsets: List[int] = field(default_factory=lambda: [-3, -2, -1, 1, 2, 3])  # baseline: head = word + offset
     directions: List[Direction] = field(default_factory=lambda: [Direction.dep_to_head, Direction.head_to_dep])
     label_sets: List[LabelSet] = field(default_factory=lambda: [LabelSet.as_is, LabelSet.base])
-    special_tokens: SpecialTokens = SpecialTokens.exclude
     punct_upos: List[str] = field(default_factory=lambda: ["PUNCT"])  # what "punctuation" means in patterns
-    bootstrap: int = 1000  # resamples of sentences; 0: no intervals
-    ci: float = 0.95
-    seed: int = 0
     patterns: bool = True
     pattern_rows: PatternRows = PatternRows.words
     distances: bool = True
@@ -302,8 +324,9 @@ class HeadsConfig:
 
 
 @dataclass
-class ProbeConfig:
-    """Linear probes on attention features, with control tasks (Hewitt and Liang 2019)."""
+class ProbeConfig(SplitSettings):
+    """Probes on attention features or word vectors, with control tasks (Hewitt and Liang 2019). ``C``,
+    ``max_iter`` and ``tol`` fit the linear probes (relation, edge, arc); ``regimen`` the structural ones."""
 
     kind: ProbeKind = ProbeKind.relation
     measure: Measure = Measure.attention  # the stores read (built too if extract.measures lacks it)
@@ -314,10 +337,6 @@ class ProbeConfig:
     head: Optional[int] = None  # None: every head of the selected layer(s); a per-layer measure has only head 0
     feature_set: FeatureSet = FeatureSet.both
     neighbour_offsets: List[int] = field(default_factory=list)  # also A[i,j+o], A[j,i+o]
-    train_split: str = "train"
-    eval_split: str = "dev"
-    # single-split data (grammar, conllu, text, or train_split == eval_split): the last share is held out
-    eval_fraction: float = 0.2
     # None: every training arc; else a seeded subsample of that many training arcs (relation, edge: gold arcs
     # before negatives are drawn; arc: dependents, each with all its candidate heads; distance, depth: whole
     # sentences, seeded, holding at most that many words)
@@ -329,25 +348,24 @@ class ProbeConfig:
     control: bool = True
     exclude_punct: bool = True  # punctuation dependents are neither trained on nor scored
     punct_upos: List[str] = field(default_factory=lambda: ["PUNCT"])
-    collapse_subtypes: bool = False  # nmod:poss -> nmod
+    label_set: LabelSet = LabelSet.as_is  # base: nmod:poss -> nmod
     negatives_per_positive: int = 1  # edge probe
     mdl: bool = False  # relation, edge: also the online codelength (Voita and Titov 2020) of task and control
     rank: Optional[int] = None  # distance, depth: rank of the probe's map B (None: the vectors' dimension)
     # distance, depth: the split whose loss stops training (None: the eval split; single-split data: always)
     dev_split: Optional[str] = None
+    regimen: Regimen = field(default_factory=Regimen)
     best_offset_max: int = 5  # arc probe baseline: offsets -k..k tried on train
     skip_complete: bool = True  # a job whose run dir holds finished results for this config returns them
-    seed: int = 0
 
 
 @dataclass
 class InspectConfig:
-    """``task=inspect``: one sentence (``text``, or the top-level shorthand ``text=``), a file of sentences
-    (one a line; ``.conllu`` files bring gold trees), or ``data=... data.index=N``."""
+    """``task=inspect``: the sentences of ``data``: raw text (``data=text data.text=...``, or the shorthand
+    ``text=...``), a file (``data=text data.path=FILE.txt``, ``data=conllu data.path=FILE.conllu``), or one
+    sentence of any corpus (``data.index=N``)."""
 
-    text: Optional[str] = None
-    file: Optional[str] = None
-    max_sentences: int = 20  # a file longer than this is cut (each sentence prints L x H lines)
+    max_sentences: int = 20  # at most this many sentences of a file (each prints L x H lines); the cut is logged
     bertviz: bool = True  # also write bertviz head/model views (they load d3 and jQuery from a CDN: online only)
     png: bool = True  # a PNG grid of every head's word-level map
     # measures shown next to the weights (probing.mixing; computed in the sentence's one forward pass)
@@ -355,15 +373,14 @@ class InspectConfig:
 
 
 @dataclass
-class ImportanceConfig:
-    """``task=importance``: how much each head matters, by ablation through gates on its context vector
-    (probing.mixing.gates) and by gradient, per relation, beside what it attends to (issue 10)."""
+class ImportanceConfig(SplitSettings, BootstrapSettings):
+    """``task=importance``: how much each head matters, by ablation through gates on its context vector and by
+    gradient, per relation, beside what it attends to. The frozen probes are fitted on ``train_split`` on the
+    unablated model; ablations are scored on ``eval_split`` (``data.limit`` bounds it)."""
 
     readout: Readout = Readout.relation
     ablation: Ablation = Ablation.mean
     method: ImportanceMethod = ImportanceMethod.both
-    train_split: str = "train"  # the frozen probes are fitted here, on the unablated model
-    eval_split: str = "dev"  # ablations are scored here (data.limit bounds it)
     train_sentences: Optional[int] = 4000  # first N train sentences for the probe (None: all)
     C: float = 1.0  # the probes' inverse L2 strength
     max_iter: int = 500
@@ -378,9 +395,6 @@ class ImportanceConfig:
     batch_size: int = 32
     max_batch_tokens: int = 4096  # pieces x sentences per batch, before replication
     replicas: int = 12  # ablations run together in one replicated pass
-    bootstrap: int = 1000  # resamples of evaluation sentences; 0: no intervals
-    ci: float = 0.95
-    seed: int = 0
     figures: bool = True
 
 
@@ -412,21 +426,43 @@ class TaskConfig:
 
 @dataclass
 class RunConfig:
-    """The whole run. Sub-configs go to the stage that needs them, never the whole tree."""
+    """The whole run. Sub-configs go to the stage that needs them, never the whole tree. The task's own
+    sections (:data:`TASK_SECTIONS`) are composed by ``conf/task/<task>.yaml`` and are None in other runs."""
 
     experiment_name: str = "default"
-    seed: int = 0
-    text: Optional[str] = None  # task=inspect shorthand: `probing task=inspect text="The cat sat on the mat."`
+    seed: int = 0  # everything the run samples: bootstrap resamples, probe training, subsamples, orders, masks
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     extract: ExtractConfig = field(default_factory=ExtractConfig)
-    heads: HeadsConfig = field(default_factory=HeadsConfig)
-    probe: ProbeConfig = field(default_factory=ProbeConfig)
-    inspect: InspectConfig = field(default_factory=InspectConfig)
-    importance: ImportanceConfig = field(default_factory=ImportanceConfig)
     logger: LoggerConfig = field(default_factory=LoggerConfig)
-    report: ReportConfig = field(default_factory=ReportConfig)
+    heads: Optional[HeadsConfig] = None
+    probe: Optional[ProbeConfig] = None
+    inspect: Optional[InspectConfig] = None
+    importance: Optional[ImportanceConfig] = None
+    report: Optional[ReportConfig] = None
+
+
+# The sections each task reads beside model, data, extract and logger (conf/task/<task>.yaml composes them).
+TASK_SECTIONS: dict[TaskName, tuple[str, ...]] = {
+    TaskName.extract: (),
+    TaskName.heads: ("heads", "report"),
+    TaskName.probe: ("probe",),
+    TaskName.inspect: ("inspect",),
+    TaskName.importance: ("importance", "heads", "report"),
+}
+OPTIONAL_SECTIONS = ("heads", "probe", "inspect", "importance", "report")
+# One line per task for ``probing --help``.
+TASK_SUMMARY: dict[TaskName, str] = {
+    TaskName.extract: "build (or find) the stores of a corpus (maps and vectors) and say what they hold",
+    TaskName.heads: "the default: every head's accuracy per relation against positional baselines, attention "
+                    "patterns, head distances, trees; tables, figures, a dashboard",
+    TaskName.probe: "one probe (probe=relation|arc|edge|distance|depth) on attention or vectors, with its "
+                    "control task",
+    TaskName.inspect: "the sentences of data (text=\"...\": one sentence), every head: where each word looks",
+    TaskName.importance: "ablate every head against a frozen readout (importance.readout=relation|arc|embedding|"
+                         "mlm), gradient importance, pruning curves",
+}
 
 
 def enum_value(x: Any) -> Any:
@@ -443,6 +479,12 @@ def to_plain(node: Any) -> dict:
     return dict(node)
 
 
+def section_type(hint: Any) -> Any:
+    """The dataclass of a section's type hint (``Optional[HeadsConfig]`` -> ``HeadsConfig``), else the hint."""
+    args = [a for a in typing.get_args(hint) if a is not type(None)]
+    return args[0] if typing.get_origin(hint) is typing.Union and len(args) == 1 else hint
+
+
 def unknown_keys(cfg: Any, schema: type = None) -> list[tuple[str, list[str]]]:
     """Keys of a composed config that its schema lacks, each with the keys its section does have. Hydra's
     ``+key=value`` adds keys even to typed sections, so a typo written that way is only caught here."""
@@ -455,8 +497,8 @@ def unknown_keys(cfg: Any, schema: type = None) -> list[tuple[str, list[str]]]:
         for key in node.keys():
             if key not in hints:
                 out.append((prefix + str(key), names))
-            elif dataclasses.is_dataclass(hints[key]) and OmegaConf.is_dict(node[key]):
-                walk(node[key], hints[key], f"{prefix}{key}.")
+            elif dataclasses.is_dataclass(section_type(hints[key])) and OmegaConf.is_dict(node[key]):
+                walk(node[key], section_type(hints[key]), f"{prefix}{key}.")
 
     walk(cfg, schema, "")
     return out

@@ -131,7 +131,7 @@ class Encoder:
                 raise ModelLoadError(f"{name_or_path}: a fast tokenizer is needed for word alignment")
             head = None
             if cfg.random_init:
-                model = _random_model(path, revision, trust_remote_code, _DTYPES[dtype], cfg.seed)
+                model = _random_model(path, revision, trust_remote_code, _DTYPES[dtype], cfg.init_seed)
             elif masked_lm:
                 full = AutoModelForMaskedLM.from_pretrained(
                     path, revision=revision, attn_implementation="eager", dtype=_DTYPES[dtype],
@@ -289,7 +289,7 @@ def _random_model(path: str, revision: Optional[str], trust_remote_code: bool, d
 
 def model_label(cfg: ModelConfig) -> str:
     """``model.name``, with ``-random<seed>`` for a randomly initialised copy (store directories, manifests)."""
-    return f"{cfg.name}-random{cfg.seed}" if cfg.random_init else cfg.name
+    return f"{cfg.name}-random{cfg.init_seed}" if cfg.random_init else cfg.name
 
 
 def model_identity(cfg: ModelConfig) -> dict:
@@ -302,7 +302,7 @@ def model_identity(cfg: ModelConfig) -> dict:
         "dtype": str(enum_value(cfg.dtype)),
     }
     if cfg.random_init:
-        identity["random_init"] = {"seed": cfg.seed}
+        identity["random_init"] = {"seed": cfg.init_seed}
     return identity
 
 

@@ -32,7 +32,7 @@ def one(method: str, limit: int | None) -> dict:
     from omegaconf import OmegaConf
     from scipy.optimize import minimize
 
-    from probing.config import ProbeKind, RunConfig
+    from probing.config import ProbeConfig, ProbeKind, RunConfig
     from probing.probes.arc import ArcProbe, arc_data, arc_loss, fit_probes, local_index, word_index
     from probing.probes.arc_blocks import ArcData
     from probing.probes.control import control_heads
@@ -40,7 +40,7 @@ def one(method: str, limit: int | None) -> dict:
     from probing.probes.pairs import candidates
     from probing.tasks.probe import _Stores, load_splits
 
-    cfg = OmegaConf.structured(RunConfig)
+    cfg = OmegaConf.structured(RunConfig(probe=ProbeConfig()))
     cfg.data = OmegaConf.merge(cfg.data, {"name": "ud_ewt", "kind": "ud_ewt",
                                           "dir": "../shared/data/ud_english_ewt"})
     cfg.probe.kind = ProbeKind.arc
@@ -49,10 +49,10 @@ def one(method: str, limit: int | None) -> dict:
     train, ev, _ = load_splits(cfg.data, pc, cfg.extract, _Stores(cfg.model, cfg.extract, pc.measure))
     sel = select_heads(train.store.num_layers, train.store.num_heads, None, None)
     t0 = time.perf_counter()
-    dtr, tr = arc_data(pc, train, sel, limit)
-    dte, te = arc_data(pc, ev, sel, None)
+    dtr, tr = arc_data(pc, train, sel, limit, cfg.seed)
+    dte, te = arc_data(pc, ev, sel, None, cfg.seed)
     golds = [local_index(dtr.pos, dtr.head),
-             local_index(dtr.pos, control_heads(dtr.word, dtr.pos, dtr.n, pc.seed))]
+             local_index(dtr.pos, control_heads(dtr.word, dtr.pos, dtr.n, cfg.seed))]
     if method == "memory_lbfgs":  # the whole design matrix in memory
         def matrix(split, deps):
             cand = candidates(deps)
@@ -77,7 +77,7 @@ def one(method: str, limit: int | None) -> dict:
         fit_probes(probes, tr, golds, names=("task", "control"))
     fit = time.perf_counter() - t0
     uas = float(np.mean(word_index(dte.pos, probes[0].predict(te)) == dte.head))
-    c_te = control_heads(dte.word, dte.pos, dte.n, pc.seed)
+    c_te = control_heads(dte.word, dte.pos, dte.n, cfg.seed)
     control = float(np.mean(word_index(dte.pos, probes[1].predict(te)) == c_te))
     return {"method": method, "train_dependents": int(len(dtr)), "candidates": int(tr.sizes.sum()),
             "features_s": round(features, 1), "fit_s": round(fit, 1),

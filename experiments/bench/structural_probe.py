@@ -84,7 +84,7 @@ def main() -> None:
             mod.MAX_THREADS = args.threads
     from omegaconf import OmegaConf
 
-    from probing.config import Features, ProbeKind, RunConfig
+    from probing.config import Features, ProbeConfig, ProbeKind, RunConfig
     from probing.extract import stored
     from probing.probes.data import ProbeSplit
     from probing.probes.features import vector_selection
@@ -92,7 +92,7 @@ def main() -> None:
     from probing.probes.structural_run import split_sentences
     from probing.tasks.probe import _Stores, load_dev_split, load_splits
 
-    cfg = OmegaConf.structured(RunConfig)
+    cfg = OmegaConf.structured(RunConfig(probe=ProbeConfig()))
     cfg.data = OmegaConf.merge(cfg.data, {"name": "ud_ewt", "kind": "ud_ewt",
                                           "dir": "../shared/data/ud_english_ewt"})
     cfg.probe.kind = ProbeKind(args.kind)
@@ -113,7 +113,7 @@ def main() -> None:
     t0, c0 = time.perf_counter(), time.process_time()
     tr, dv, te = (split_sentences(pc, s, sel) for s in (train, dev, ev))
     gather = {"gather_s": round(time.perf_counter() - t0, 2), "gather_cpu_s": round(time.process_time() - c0, 2)}
-    regimen = Regimen(rank=args.rank, seed=pc.seed)
+    regimen = Regimen(rank=args.rank, seed=cfg.seed)
     if args.max_epochs:
         regimen = replace(regimen, max_epochs=args.max_epochs)
     runs = {"now": timed_fit(structural, args.kind, regimen, tr, dv, te)}

@@ -102,7 +102,7 @@ def control_pairs_seen(data_dir: Path, n_arcs: int | None, seed: int = 0) -> pd.
     pcfg = ProbeConfig()
     corpus = load_corpus_cached(DataConfig(name="ud_ewt", kind=DataKind.ud_ewt, dir=str(data_dir)), "train",
                                 "results/cache")
-    arcs = gold_arcs(corpus_words(corpus, range(len(corpus)), pcfg.collapse_subtypes, tuple(pcfg.punct_upos)),
+    arcs = gold_arcs(corpus_words(corpus, range(len(corpus)), pcfg.label_set == "base", tuple(pcfg.punct_upos)),
                      pcfg.exclude_punct)
     arcs = arcs.take(subsample_rows(len(arcs), n_arcs, seed))
     order = np.random.default_rng(seed).permutation(len(arcs))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Optional
 
@@ -23,9 +24,20 @@ UD_EWT_HINT = (
 )
 
 
+# words and punctuation as separate tokens ("mat." -> "mat", "."), keeping in-word hyphens and apostrophes
+_WORD = re.compile(r"\w+(?:[-'’]\w+)*|[^\w\s]")
+
+
+def split_words(text: str) -> tuple[str, ...]:
+    """Split raw text into words, punctuation apart: ``"The cat sat."`` -> ``("The", "cat", "sat", ".")``."""
+    return tuple(_WORD.findall(text))
+
+
 def read_text(lines: list[str], name: str = "text") -> Corpus:
-    """Raw sentences, one per line, split on whitespace; no gold trees."""
-    sentences = [Sentence(f"{name}-{i}", tuple(line.split())) for i, line in enumerate(lines) if line.strip()]
+    """Raw sentences, one per line (ids keep the line numbers, from 1), words and punctuation split apart
+    (:func:`split_words`); no gold trees."""
+    sentences = [Sentence(f"{name}-{no}", split_words(line)) for no, line in enumerate(lines, start=1)
+                 if split_words(line)]
     if not sentences:
         raise CorpusError(f"{name}: no sentences in the text")
     return Corpus(name, "", tuple(sentences))
@@ -46,7 +58,7 @@ def load_corpus(cfg, split: Optional[str] = None) -> Corpus:
     kind = enum_value(cfg.kind)
     split = split or cfg.split
     if kind == "grammar":
-        corpus = generate_corpus(cfg.n_sentences, cfg.seed)
+        corpus = generate_corpus(cfg.n_sentences, cfg.grammar_seed)
     elif kind == "conllu":
         if not cfg.path:
             raise CorpusError("data=conllu needs data.path=FILE.conllu")

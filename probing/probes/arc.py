@@ -20,6 +20,7 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 from threadpoolctl import threadpool_limits
 
+from probing.config import LabelSet
 from probing.probes.arc_blocks import ArcBlocks, ArcData, StoreArcData
 from probing.probes.arc_solver import Fit, block_log_proba, block_predict, evaluate, newton
 from probing.probes.baselines import best_offset, offset_heads, right_branching_heads
@@ -116,12 +117,12 @@ def fit_probes(probes: list[ArcProbe], data: ArcBlocks, golds: list[np.ndarray],
 
 # ---- the arc probe task ----------------------------------------------------------------------------------
 
-def arc_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection, limit: int | None
+def arc_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection, limit: int | None, seed: int
              ) -> tuple[Words, StoreArcData]:
     """Dependents of a split (at most ``limit``, a seeded subsample) and their candidates' features, built
     from the store block by block."""
-    deps = dependents(split.words(pcfg.collapse_subtypes, punct_tags(pcfg)), pcfg.exclude_punct)
-    deps = deps.take(subsample_rows(len(deps), limit, pcfg.seed))
+    deps = dependents(split.words(LabelSet(pcfg.label_set) is LabelSet.base, punct_tags(pcfg)), pcfg.exclude_punct)
+    deps = deps.take(subsample_rows(len(deps), limit, seed))
     data = StoreArcData(split.store, deps.sent, deps.pos, sel, pcfg.feature_set, list(pcfg.neighbour_offsets))
     return deps, data
 
@@ -136,11 +137,11 @@ def word_index(pos: np.ndarray, local: np.ndarray) -> np.ndarray:
     return np.where(local >= 0, local + (local >= pos), -1)
 
 
-def run_arc(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection) -> ProbeResult:
+def run_arc(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, seed: int) -> ProbeResult:
     """Train the Attn probe on ``train``, report UAS on ``ev`` beside right-branching, best-offset and the
     control task (each word type attaches to ROOT, the first or the last word), fitted in the same passes."""
-    dtr, tr = arc_data(pcfg, train, sel, pcfg.max_train_arcs)
-    dte, te = arc_data(pcfg, ev, sel, None)  # every evaluation dependent
+    dtr, tr = arc_data(pcfg, train, sel, pcfg.max_train_arcs, seed)
+    dte, te = arc_data(pcfg, ev, sel, None, seed)  # every evaluation dependent
     if len(dtr) == 0 or len(dte) == 0:
         raise ValueError("no dependents to probe in the train or eval sentences")
     names = (pair_feature_names(sel, pcfg.feature_set, list(pcfg.neighbour_offsets))
@@ -149,7 +150,7 @@ def run_arc(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection) ->
     golds = [local_index(dtr.pos, dtr.head)]
     if pcfg.control:
         probes.append(ArcProbe(C=pcfg.C, max_iter=pcfg.max_iter, tol=pcfg.tol))
-        golds.append(local_index(dtr.pos, control_heads(dtr.word, dtr.pos, dtr.n, pcfg.seed)))
+        golds.append(local_index(dtr.pos, control_heads(dtr.word, dtr.pos, dtr.n, seed)))
     fit_probes(probes, tr, golds, names=("task", "control")[:len(probes)])
     probe = probes[0]
     pred = word_index(dte.pos, probe.predict(te))
@@ -169,7 +170,7 @@ def run_arc(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection) ->
     weights = [pd.DataFrame({"feature": names, "weight": probe.theta_[:-1], "probe": "task"})]
     if pcfg.control:
         cprobe = probes[1]
-        c_te = control_heads(dte.word, dte.pos, dte.n, pcfg.seed)
+        c_te = control_heads(dte.word, dte.pos, dte.n, seed)
         cpred = word_index(dte.pos, cprobe.predict(te))
         metrics["control_uas"] = float(np.mean(cpred == c_te))
         metrics["control_accuracy"] = metrics["control_uas"]

@@ -66,21 +66,21 @@ def edge_pairs(words: Words, exclude_punct: bool, negatives_per_positive: int, s
     return sent, a, b, label, words.word[base + a], words.word[base + b]
 
 
-def run_edge(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection) -> ProbeResult:
+def run_edge(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, seed: int) -> ProbeResult:
     """Train on ``train``'s pairs, score on ``ev``'s: ROC-AUC, accuracy, majority baseline, control."""
     if pcfg.negatives_per_positive < 1:
         raise ValueError(f"probe.negatives_per_positive must be >= 1, got {pcfg.negatives_per_positive}")
     sides = []
     for k, split in enumerate((train, ev)):
         s, a, b, y, ta, tb = edge_pairs(split.words(False, punct_tags(pcfg)), pcfg.exclude_punct,
-                                        pcfg.negatives_per_positive, pcfg.seed + k,
+                                        pcfg.negatives_per_positive, seed + k,
                                         pcfg.max_train_arcs if k == 0 else None)
         X, names = pair_features(split.store, s, a, b, sel, pcfg.feature_set, list(pcfg.neighbour_offsets))
         sides.append((X, y, ta, tb))
     (Xtr, ytr, tatr, tbtr), (Xte, yte, tate, tbte) = sides
     if len(np.unique(ytr)) < 2 or len(np.unique(yte)) < 2:
         raise ValueError("the edge probe needs both arcs and non-arcs in train and eval")
-    model, converged = fit_quietly(make_classifier(pcfg), Xtr, ytr)
+    model, converged = fit_quietly(make_classifier(pcfg, seed), Xtr, ytr)
     score = model.predict_proba(Xte)[:, 1]
     metrics: dict[str, Any] = {
         "roc_auc": float(roc_auc_score(yte, score)),
@@ -89,11 +89,11 @@ def run_edge(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection) -
         "n_train": int(len(ytr)), "n_eval": int(len(yte)), "n_features": int(Xtr.shape[1]),
         "positive_share_train": float(ytr.mean()), "converged": converged,
     }
-    ctr = control_edges(tatr, tbtr, float(ytr.mean()), pcfg.seed) if pcfg.control else None
+    ctr = control_edges(tatr, tbtr, float(ytr.mean()), seed) if pcfg.control else None
     if pcfg.control:
-        cte = control_edges(tate, tbte, float(ytr.mean()), pcfg.seed)
+        cte = control_edges(tate, tbte, float(ytr.mean()), seed)
         if len(np.unique(ctr)) == 2 and len(np.unique(cte)) == 2:
-            cmodel, cconv = fit_quietly(make_classifier(pcfg), Xtr, ctr)
+            cmodel, cconv = fit_quietly(make_classifier(pcfg, seed), Xtr, ctr)
             metrics["control_roc_auc"] = float(roc_auc_score(cte, cmodel.predict_proba(Xte)[:, 1]))
             metrics["control_accuracy"] = float(accuracy_score(cte, cmodel.predict(Xte)))
             metrics["control_majority_accuracy"] = majority_accuracy(ctr, cte)
@@ -102,6 +102,6 @@ def run_edge(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection) -
     metrics["objective"] = metrics["roc_auc"]
     tables = {"edge_weights": pd.DataFrame({"feature": names, "weight": model[-1].coef_[0]})}
     if pcfg.mdl:  # online codes of the training pairs' labels
-        mdl, tables["mdl_blocks"] = mdl_metrics(lambda: make_classifier(pcfg), Xtr, ytr, ctr, pcfg.seed)
+        mdl, tables["mdl_blocks"] = mdl_metrics(lambda: make_classifier(pcfg, seed), Xtr, ytr, ctr, seed)
         metrics.update(mdl)
     return ProbeResult(metrics, tables)

@@ -19,7 +19,7 @@ from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, precisio
 from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from probing.config import enum_value
+from probing.config import LabelSet, enum_value
 from probing.probes.baselines import majority_accuracy
 from probing.probes.control import control_relations
 from probing.probes.data import ProbeResult, ProbeSplit, punct_tags, subsample_rows
@@ -28,12 +28,12 @@ from probing.probes.mdl import mdl_metrics
 from probing.probes.pairs import gold_arcs
 
 
-def make_classifier(pcfg: Any) -> Pipeline:
+def make_classifier(pcfg: Any, seed: int) -> Pipeline:
     """Standardised features into L2 logistic regression (lbfgs) with the probe's C, max_iter and
     class weights."""
     class_weight = enum_value(pcfg.class_weight)  # None or "balanced", as scikit-learn spells them
     return make_pipeline(StandardScaler(), LogisticRegression(
-        C=pcfg.C, max_iter=pcfg.max_iter, class_weight=class_weight, random_state=pcfg.seed, solver="lbfgs"))
+        C=pcfg.C, max_iter=pcfg.max_iter, class_weight=class_weight, random_state=seed, solver="lbfgs"))
 
 
 def fit_quietly(model: Pipeline, X: np.ndarray, y: np.ndarray) -> tuple[Pipeline, bool]:
@@ -44,27 +44,27 @@ def fit_quietly(model: Pipeline, X: np.ndarray, y: np.ndarray) -> tuple[Pipeline
     return model, not any(issubclass(w.category, ConvergenceWarning) for w in caught)
 
 
-def relation_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection, limit: int | None):
+def relation_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection, limit: int | None, seed: int):
     """Gold arcs of a split (at most ``limit``, a seeded subsample) and their features
     ``(arcs, X, feature names)``."""
-    arcs = gold_arcs(split.words(pcfg.collapse_subtypes, punct_tags(pcfg)), pcfg.exclude_punct)
-    arcs = arcs.take(subsample_rows(len(arcs), limit, pcfg.seed))
+    arcs = gold_arcs(split.words(LabelSet(pcfg.label_set) is LabelSet.base, punct_tags(pcfg)), pcfg.exclude_punct)
+    arcs = arcs.take(subsample_rows(len(arcs), limit, seed))
     X, names = pair_features(split.store, arcs.sent, arcs.pos, arcs.head, sel, pcfg.feature_set,
                              list(pcfg.neighbour_offsets))
     return arcs, X, names
 
 
-def run_relation(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection) -> ProbeResult:
+def run_relation(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, seed: int) -> ProbeResult:
     """Train on ``train``'s gold arcs, score on ``ev``'s: accuracy, macro-F1, per-relation F1, confusion,
     majority baseline, control accuracy and selectivity."""
-    tr, Xtr, names = relation_data(pcfg, train, sel, pcfg.max_train_arcs)
-    te, Xte, _ = relation_data(pcfg, ev, sel, None)  # every evaluation arc
+    tr, Xtr, names = relation_data(pcfg, train, sel, pcfg.max_train_arcs, seed)
+    te, Xte, _ = relation_data(pcfg, ev, sel, None, seed)  # every evaluation arc
     if len(tr) == 0 or len(te) == 0:
         raise ValueError("no arcs to probe in the train or eval sentences")
     ytr, yte = tr.relation.astype(str), te.relation.astype(str)
     if len(np.unique(ytr)) < 2:
         raise ValueError("the relation probe needs at least two relations in the training arcs")
-    model, converged = fit_quietly(make_classifier(pcfg), Xtr, ytr)
+    model, converged = fit_quietly(make_classifier(pcfg, seed), Xtr, ytr)
     pred = model.predict(Xte)
     labels = sorted(set(yte))  # macro-F1 over the relations that occur in the evaluation data
     metrics: dict[str, Any] = {
@@ -83,10 +83,10 @@ def run_relation(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelectio
     confusion = pd.DataFrame({"gold": np.asarray(cm_labels)[gi], "predicted": np.asarray(cm_labels)[pi],
                               "count": cm[gi, pi]})
     tables = {"relation_f1": per_rel, "confusion": confusion}
-    ctr = control_relations(tr.word, tr.head_word, ytr, pcfg.seed).astype(str) if pcfg.control else None
+    ctr = control_relations(tr.word, tr.head_word, ytr, seed).astype(str) if pcfg.control else None
     if pcfg.control:
-        cte = control_relations(te.word, te.head_word, ytr, pcfg.seed).astype(str)
-        cmodel, cconv = fit_quietly(make_classifier(pcfg), Xtr, ctr)
+        cte = control_relations(te.word, te.head_word, ytr, seed).astype(str)
+        cmodel, cconv = fit_quietly(make_classifier(pcfg, seed), Xtr, ctr)
         cpred = cmodel.predict(Xte)
         metrics["control_accuracy"] = float(accuracy_score(cte, cpred))
         metrics["control_macro_f1"] = float(f1_score(cte, cpred, labels=sorted(set(cte)), average="macro",
@@ -95,7 +95,7 @@ def run_relation(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelectio
         metrics["selectivity"] = metrics["accuracy"] - metrics["control_accuracy"]
         metrics["control_converged"] = cconv
     if pcfg.mdl:  # online codes of the training arcs' labels
-        mdl, tables["mdl_blocks"] = mdl_metrics(lambda: make_classifier(pcfg), Xtr, ytr, ctr, pcfg.seed)
+        mdl, tables["mdl_blocks"] = mdl_metrics(lambda: make_classifier(pcfg, seed), Xtr, ytr, ctr, seed)
         metrics.update(mdl)
     metrics["objective"] = metrics["accuracy"]
     coef = model[-1].coef_

@@ -15,6 +15,7 @@ from typing import Any, Optional
 import numpy as np
 import pandas as pd
 
+from probing.config import to_plain
 from probing.probes.data import ProbeResult, ProbeSplit, punct_tags
 from probing.probes.features import HeadSelection, word_vectors
 from probing.probes.structural import Regimen, Sentences, StructuralProbe, score_by_length
@@ -55,14 +56,19 @@ def by_length(kind: str, per: dict[int, float]) -> pd.DataFrame:
                          "value": list(per.values())})
 
 
-def run_structural(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection,
+def regimen(pcfg: Any, seed: int) -> Regimen:
+    """The estimator's settings: ``probe.regimen``, ``probe.rank`` and the run's seed."""
+    return Regimen(rank=pcfg.rank, seed=seed, **to_plain(pcfg.regimen))
+
+
+def run_structural(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, seed: int,
                    dev: Optional[ProbeSplit] = None) -> ProbeResult:
     """Fit a distance or depth probe (``pcfg.kind``) on ``train``, stop on ``dev`` (None: ``ev``), score ``ev``."""
     kind = str(pcfg.kind)
-    train = train_subset(train, pcfg.max_train_arcs, pcfg.seed)
+    train = train_subset(train, pcfg.max_train_arcs, seed)
     tr, te = split_sentences(pcfg, train, sel), split_sentences(pcfg, ev, sel)
     dv = te if dev is None else split_sentences(pcfg, dev, sel)
-    probe = StructuralProbe(kind, Regimen(rank=pcfg.rank, seed=pcfg.seed)).fit(tr, dv)
+    probe = StructuralProbe(kind, regimen(pcfg, seed)).fit(tr, dv)
     pred = probe.predict(te)
     scores, per_length = score_by_length(kind, pred, te)
     metrics: dict[str, Any] = dict(scores)

@@ -48,13 +48,13 @@ def _check(h: HeadsConfig) -> None:
         raise ProbingError(f"heads.bootstrap must be >= 0 and heads.ci in (0, 1); got {h.bootstrap}, {h.ci}")
 
 
-def conventions(h: HeadsConfig, store: AttentionStore) -> dict:
+def conventions(h: HeadsConfig, store: AttentionStore, seed: int) -> dict:
     """Every choice the numbers depend on, written beside them."""
     return {
         "measure": store.measure,  # the map scored (probing.config.Measure)
         "measure_rows": f"head accuracy and trees: as stored; patterns and distances: {rows_convention(store)}",
         "pooling": store.manifest.get("inputs", {}).get("pooling"),
-        "special_tokens": f"{h.special_tokens}: scored over words only ([CLS]/[SEP] rows and columns dropped)",
+        "special_tokens": "scored over words only ([CLS]/[SEP] rows and columns dropped); patterns keep them",
         "directions": {"dep_to_head": "argmax of the dependent's row (where it looks) is its gold head",
                        "head_to_dep": "argmax of the dependent's column (who looks at it most) is its gold head"},
         "diagonal": "zeroed before the argmax",
@@ -66,7 +66,7 @@ def conventions(h: HeadsConfig, store: AttentionStore) -> dict:
         "baseline": "the offset with the highest accuracy on the whole data (ties: first in offsets), the same "
                     "for both directions",
         "label_sets": [str(s) for s in h.label_sets],
-        "bootstrap": {"resamples": h.bootstrap, "ci": h.ci, "seed": h.seed, "unit": "sentence",
+        "bootstrap": {"resamples": h.bootstrap, "ci": h.ci, "seed": seed, "unit": "sentence",
                       "interval": "percentile"},
         "best_head": "highest accuracy over directions, layers and heads (ties: first direction, lowest "
                      "layer, then head); layer and head are 0-based",
@@ -147,23 +147,23 @@ def best_table_text(best: pd.DataFrame) -> str:
     return pd.DataFrame(rows).to_string(index=False)
 
 
-def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, heads: HeadsConfig, out: RunOutput
-        ) -> TaskResult:
+def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, heads: HeadsConfig, seed: int,
+        out: RunOutput) -> TaskResult:
     """Build (or reuse) the store of ``data`` and run every enabled analysis of ``heads`` on it."""
     _check(heads)
     corpus = load_corpus_cached(data, None, extract.cache_dir)
     report = ensure_store(model, corpus, extract, heads.measure)
     log.info(describe_store(report, corpus))
-    result = analyse(corpus, report.store, heads, out)
+    result = analyse(corpus, report.store, heads, seed, out)
     result.stores.append(store_use(report, corpus))
     return result
 
 
 def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
-    return run(cfg.model, cfg.data, cfg.extract, cfg.heads, out)
+    return run(cfg.model, cfg.data, cfg.extract, cfg.heads, cfg.seed, out)
 
 
-def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, out: RunOutput) -> TaskResult:
+def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, seed: int, out: RunOutput) -> TaskResult:
     """Every enabled analysis of ``h`` on ``store`` (built from ``corpus``), written through ``out``."""
     _check(h)
     fig_dir = out.dir / "figures"
@@ -196,7 +196,7 @@ def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, out: RunOutpu
         with stage("relations", f"relation accuracy of {store.num_layers * store.num_heads} heads over {len(idx)} "
                                 f"sentences ({h.bootstrap} bootstrap resamples)"):
             counts = count_relations(store, corpus, idx, directions, offsets, list(h.label_sets), h.bootstrap,
-                                     h.seed, h.chunk_words, h.block_mb)
+                                     seed, h.chunk_words, h.block_mb)
             tables = [accuracy_table(counts[ls], directions, offsets, store.num_layers, store.num_heads,
                                      h.min_count, h.ci, list(h.skip_relations)) for ls in counts]
             heads_table = save(schema.HEADS, pd.concat([t_[0] for t_ in tables], ignore_index=True))
@@ -219,7 +219,7 @@ def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, out: RunOutpu
         with stage("distances", f"Jensen-Shannon distances between heads ({h.distance_sentences} sentences)"):
             dist, n_rows = head_distances(store, _first(idx, h.distance_sentences))
             save(schema.HEAD_DISTANCES, distance_table(dist, store.num_heads))
-            mds = save(schema.HEAD_MDS, mds_embedding(dist, store.num_heads, h.seed))
+            mds = save(schema.HEAD_MDS, mds_embedding(dist, store.num_heads, seed))
             metrics["distance_rows"] = n_rows
 
     if h.trees and corpus.has_trees:
@@ -242,7 +242,7 @@ def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, out: RunOutpu
                 out.figure(run_figures.mds_plot(mds, title, fig_dir / "mds.png"))
 
     metrics["analysis_seconds"] = {k: round(v, 2) for k, v in seconds.items()}
-    metrics["conventions"] = conventions(h, store)
+    metrics["conventions"] = conventions(h, store, seed)
     label = None if best.empty else shown_label(best)
     shown = best[best["label_set"] == label] if label else best
     # printed last, after the paths of the results and the dashboard

@@ -74,10 +74,10 @@ log = logging.getLogger(__name__)
 
 def splits(data: DataConfig, imp: ImportanceConfig, cache_dir: str) -> tuple[Corpus, Corpus]:
     """The probe's training corpus and the evaluation corpus. A single-split source (grammar, conllu, text)
-    is cut: its first 80% trains the probe, the rest is evaluated."""
+    is cut: its last ``importance.eval_fraction`` is evaluated, the rest trains the probe."""
     if DataKind(data.kind) in SINGLE_SPLIT_KINDS:
         corpus = load_corpus_cached(data, None, cache_dir)
-        cut = int(round(0.8 * len(corpus)))
+        cut = int(round((1 - imp.eval_fraction) * len(corpus)))
         if cut < 1 or cut >= len(corpus):
             raise ProbingError(f"{len(corpus)} sentences of {corpus.name} cannot be cut into train and eval")
         return (Corpus(corpus.name, "train", corpus.sentences[:cut]),
@@ -97,7 +97,7 @@ def _unlimited(data: DataConfig) -> DataConfig:
 
 
 def attention_accuracy(imp: ImportanceConfig, heads: HeadsConfig, model: ModelConfig, corpus: Corpus,
-                       extract: ExtractConfig, stores: list) -> tuple[pd.DataFrame, Optional[dict]]:
+                       extract: ExtractConfig, stores: list, seed: int) -> tuple[pd.DataFrame, Optional[dict]]:
     """Every head's attention accuracy per relation and direction (UD labels as they are; a heads table: relation,
     direction, layer, head, accuracy, its interval...): the heads table of ``importance.heads_run`` (held fixed:
     no resamples), or computed here on the evaluation corpus's attention store, with its accuracy in the
@@ -118,7 +118,7 @@ def attention_accuracy(imp: ImportanceConfig, heads: HeadsConfig, model: ModelCo
     # of sentence_weights, so the two sides of the link are resampled together
     paired = imp.bootstrap > 0 and np.array_equal(store.indices, np.arange(len(corpus)))
     counts = count_relations(store, corpus, store.indices, directions, list(heads.offsets), [LabelSet.as_is],
-                             imp.bootstrap if paired else 0, imp.seed, heads.chunk_words, heads.block_mb)
+                             imp.bootstrap if paired else 0, seed, heads.chunk_words, heads.block_mb)
     counts = counts[LabelSet.as_is]
     table, _ = accuracy_table(counts, directions, list(heads.offsets), store.num_layers, store.num_heads, 1,
                               heads.ci, [])
@@ -139,10 +139,10 @@ def _resampled_accuracy(counts: RelationCounts, directions: list[Direction], lh:
     return out
 
 
-def sentence_weights(n_sentences: int, imp: ImportanceConfig) -> np.ndarray:
+def sentence_weights(n_sentences: int, imp: ImportanceConfig, seed: int) -> np.ndarray:
     """``(n, S)`` float resample counts over the evaluation sentences in corpus order (probing's bootstrap:
     :func:`probing.analysis.bootstrap.resample_counts`, the draws of ``task=heads`` at the same seed)."""
-    return resample_counts(n_sentences, imp.bootstrap, imp.seed).astype(np.float64)
+    return resample_counts(n_sentences, imp.bootstrap, seed).astype(np.float64)
 
 
 def _labels(method: str, layers, heads) -> list[dict]:
@@ -150,7 +150,7 @@ def _labels(method: str, layers, heads) -> list[dict]:
 
 
 def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: ImportanceConfig, heads: HeadsConfig,
-        out: RunOutput) -> TaskResult:
+        seed: int, out: RunOutput) -> TaskResult:
     """Every enabled importance computation of ``imp``, written through ``out``."""
     readout_kind, method = Readout(imp.readout), ImportanceMethod(imp.method)
     if readout_kind is Readout.mlm:
@@ -172,20 +172,20 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     if readout_kind is Readout.embedding:
         readout: Any = EmbeddingReadout()
     elif readout_kind is Readout.mlm:
-        readout = MlmReadout(encoder.mlm_head, encoder.tokenizer.mask_token_id, imp.mlm_rate, imp.seed)
+        readout = MlmReadout(encoder.mlm_head, encoder.tokenizer.mask_token_id, imp.mlm_rate, seed)
         batches = readout.mask(batches)  # one masked copy, scored by every gated pass
     else:
         train_batches = make_batches(encoder, train, imp.batch_size, imp.max_batch_tokens)
         fit = fit_relation if readout_kind is Readout.relation else fit_arc
         extra = {} if readout_kind is Readout.relation else {"negatives": imp.arc_negatives}
         log.info("fitting the frozen %s probe on %d %s sentences ...", readout_kind, len(train), train.split)
-        readout = fit(net, train, train_batches, corpus, extract.pooling, imp.C, imp.max_iter, seed=imp.seed, **extra)
+        readout = fit(net, train, train_batches, corpus, extract.pooling, imp.C, imp.max_iter, seed=seed, **extra)
     seconds["probe"] = time.perf_counter() - t0
     n_layers, n_heads = encoder.num_layers, encoder.num_heads
     mean = (head_means(net, [b.inputs for b in batches]).to(encoder.device)
             if Ablation(imp.ablation) is Ablation.mean else None)
     # columns in batch order, the order of every per-sentence array below
-    weights = sentence_weights(len(corpus), imp)[:, np.concatenate([b.sentences for b in batches])]
+    weights = sentence_weights(len(corpus), imp, seed)[:, np.concatenate([b.sentences for b in batches])]
     ident = {"model": model_label(model), "corpus": corpus.name, "split": corpus.split, "readout": readout_kind.value,
              "ablation": Ablation(imp.ablation).value}
     metrics: dict[str, Any] = {**ident, "method": method.value, "eval_sentences": len(corpus),
@@ -196,7 +196,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
                                    "link": "Spearman over heads; interval: bootstrap over sentences"}}
     if readout_kind is Readout.mlm:
         metrics["conventions"]["mlm"] = (f"round({imp.mlm_rate} x words) of each sentence (at least one; seeded by "
-                                         "importance.seed and the sentence) masked, all their pieces set to the "
+                                         "the run's seed and the sentence) masked, all their pieces set to the "
                                          "mask token, the same in every pass; loss per masked piece")
     stores: list = []
     tables: list[pd.DataFrame] = []
@@ -240,7 +240,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     accuracy = acc_samples = None
     if corpus.has_trees and readout_kind is not Readout.embedding or imp.heads_run:
         t = time.perf_counter()
-        accuracy, acc_samples = attention_accuracy(imp, heads, model, corpus, extract, stores)
+        accuracy, acc_samples = attention_accuracy(imp, heads, model, corpus, extract, stores, seed)
         seconds["attention_accuracy"] = time.perf_counter() - t
         if not imp.heads_run:  # computed here: kept in the run dir, where the dashboard's scatter reads it
             run_keys = {"model": model_label(model), "corpus": corpus.name, "split": corpus.split,
@@ -263,7 +263,8 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
                 out.figure(p)
     if imp.pruning:
         t = time.perf_counter()
-        prune = _pruning(imp, net, batches, readout, mean, accuracy, want_gradient, n_layers, n_heads, keep, groups)
+        prune = _pruning(imp, seed, net, batches, readout, mean, accuracy, want_gradient, n_layers, n_heads, keep,
+                         groups)
         seconds["pruning"] = time.perf_counter() - t
         prune = pd.concat([pd.DataFrame({k: [v] * len(prune) for k, v in ident.items()}), prune], axis=1)
         prune["seed"] = pd.array(prune["seed"], dtype="Int64")
@@ -302,7 +303,7 @@ def _headline(single: np.ndarray, groups, keep, accuracy: Optional[pd.DataFrame]
     return out
 
 
-def _pruning(imp: ImportanceConfig, net, batches, readout, mean, accuracy: Optional[pd.DataFrame],
+def _pruning(imp: ImportanceConfig, seed: int, net, batches, readout, mean, accuracy: Optional[pd.DataFrame],
              want_gradient: bool, n_layers: int, n_heads: int, keep, groups) -> pd.DataFrame:
     """Scores of the pruning curves: every order's settings evaluated together."""
     total = n_layers * n_heads
@@ -317,18 +318,18 @@ def _pruning(imp: ImportanceConfig, net, batches, readout, mean, accuracy: Optio
         score = np.full(total, -np.inf)
         score[acc.index.get_level_values(0).to_numpy(int) * n_heads + acc.index.get_level_values(1).to_numpy(int)] = acc
         orders.append(("attention", None, [int(i) for i in np.argsort(score, kind="stable")]))
-    for seed, order in zip(range(imp.seed, imp.seed + imp.pruning_seeds), random_orders(total, range(
-            imp.seed, imp.seed + imp.pruning_seeds))):
-        orders.append(("random", seed, [int(i) for i in order]))
+    order_seeds = range(seed, seed + imp.pruning_seeds)
+    for order_seed, order in zip(order_seeds, random_orders(total, order_seeds)):
+        orders.append(("random", order_seed, [int(i) for i in order]))
     settings = torch.cat([order_settings(o, counts, n_layers, n_heads) for _, _, o in orders])
     sums = evaluate(net, batches, readout, settings, mean, imp.replicas)
     n = sums.n.sum(0)
     scores = sums.hits.sum(1) / np.maximum(n, 1)  # (A, G)
     rows = []
-    for i, (name, seed, _) in enumerate(orders):
+    for i, (name, order_seed, _) in enumerate(orders):
         for j, c in enumerate(counts):
             for g in keep:
-                rows.append({"order": name, "seed": seed, "fraction_removed": round(c / total, 4),
+                rows.append({"order": name, "seed": order_seed, "fraction_removed": round(c / total, 4),
                              "relation": groups[g], "heads_removed": c,
                              "score": float(scores[i * len(counts) + j, g])})
     return pd.DataFrame(rows)
@@ -363,4 +364,4 @@ def _console(metrics: dict, metric: str) -> str:
 
 
 def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
-    return run(cfg.model, cfg.data, cfg.extract, cfg.importance, cfg.heads, out)
+    return run(cfg.model, cfg.data, cfg.extract, cfg.importance, cfg.heads, cfg.seed, out)

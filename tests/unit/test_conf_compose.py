@@ -48,11 +48,24 @@ def default_groups(conf: Path = CONF) -> set[str]:
     return {k.split()[-1] for e in entries if isinstance(e, dict) for k in e}
 
 
+def task_groups(conf: Path = CONF) -> dict[str, str]:
+    """Groups a task option composes (``probe``: ``probe``, from ``task/probe.yaml``'s ``- /probe: ...``)."""
+    out = {}
+    for f in (conf / "task").glob("*.yaml"):
+        for entry in (yaml.safe_load(f.read_text()) or {}).get("defaults", []):
+            if isinstance(entry, dict):
+                out.update({k.lstrip("/"): f.stem for k in entry})
+    return out
+
+
 def compose_option(group: str, option: str, conf: Path = CONF) -> DictConfig:
-    """The main config with ``group=option`` (``+group=option`` for a group the defaults list lacks)."""
-    plus = "" if group in default_groups(conf) else "+"
+    """The main config with ``group=option`` (with its task for a group a task composes; ``+group=option`` for
+    a group no defaults list names)."""
+    owner = task_groups(conf).get(group)
+    plus = "" if group in default_groups(conf) or owner else "+"
+    overrides = ([f"task={owner}"] if owner else []) + [f"{plus}{group}={option}"]
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-        return compose(config_name="config", overrides=[f"{plus}{group}={option}"])
+        return compose(config_name="config", overrides=overrides)
 
 
 def read_option(group: str, option: str, conf: Path = CONF) -> tuple[dict, bool]:
@@ -99,9 +112,11 @@ def expected_values(group: str, option: str, conf: Path = CONF) -> tuple[list[tu
                 sub_group = key.split()[-1].lstrip("/")  # "override /data" -> "data"
                 if sub_group not in groups(conf) or sub is None:  # hydra/launcher=..., optional nothing
                     continue
-                sub_data, _ = read_option(sub_group, sub, conf)
-                out += [((sub_group,) + p, v) for p, v in leaves(sub_data)
-                        if v != MISSING and (sub_group,) + p not in set_here]
+                sub_data, sub_global = read_option(sub_group, sub, conf)
+                prefix = () if sub_global else (sub_group,)
+                sub_data = {k: v for k, v in sub_data.items() if not (sub_global and k in NOT_VALUES)}
+                out += [(prefix + p, v) for p, v in leaves(sub_data)
+                        if v != MISSING and prefix + p not in set_here]
     return out, is_global
 
 
@@ -135,7 +150,8 @@ OPTIONS = all_options()
 
 
 def test_groups_discovered():
-    assert {"model", "data", "task", "probe", "logger", "experiment"} <= set(groups()) <= default_groups()
+    assert {"model", "data", "task", "probe", "logger", "experiment"} <= set(groups()) <= (default_groups()
+                                                                                         | set(task_groups()))
     assert ("experiment", "quickstart") in OPTIONS and ("model", "minilm") in OPTIONS
 
 

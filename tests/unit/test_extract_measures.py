@@ -113,7 +113,7 @@ def test_heads_reads_the_store_of_heads_measure(tiny_model_dir, tmp_path):
     ext = OmegaConf.structured(ExtractConfig(cache_dir=str(tmp_path / "cache"), progress=False))
     h = HeadsConfig(measure=Measure.alti, min_count=1, bootstrap=0, figures=False, distance_sentences=5,
                     tree_sentences=5)
-    result = heads_task.run(model, data, ext, h, RunOutput(tmp_path / "run", Recorder()))
+    result = heads_task.run(model, data, ext, h, 0, RunOutput(tmp_path / "run", Recorder()))
     assert [s["measure"] for s in result.stores] == ["alti"]
     assert result.metrics["measure"] == "alti" and result.metrics["heads"] == 1
     for name in ("heads", "patterns", "trees"):

@@ -8,7 +8,7 @@ from analysis_store import build_store, synthetic_corpus
 from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
-from probing.config import RunConfig
+from probing.config import HeadsConfig, RunConfig
 from probing.errors import ProbingError
 from probing.results import read_table
 from probing.tasks.base import RunOutput
@@ -48,7 +48,7 @@ class Recorder:
 
 
 def cfg(**heads):
-    c = OmegaConf.structured(RunConfig)
+    c = OmegaConf.structured(RunConfig(heads=HeadsConfig()))
     c.heads.min_count = 1
     c.heads.bootstrap = 50
     for k, v in heads.items():
@@ -61,7 +61,7 @@ def test_heads_task_writes_tables_figures_and_best_heads(tmp_path, caplog):
     store = build_store(tmp_path / "store", corpus, dtype="float16")
     tracker = Recorder()
     with caplog.at_level(logging.INFO, logger="probing.tasks.heads"):
-        result = analyse(corpus, store, cfg().heads, RunOutput(tmp_path / "run", tracker))
+        result = analyse(corpus, store, cfg().heads, 0, RunOutput(tmp_path / "run", tracker))
     m = result.metrics
     run = tmp_path / "run"
     heads = read_table(run, "heads")
@@ -102,6 +102,6 @@ def test_bad_conventions_fail_with_a_clear_message(tmp_path):
     with pytest.raises(ValidationError, match="Direction"):  # a closed set: refused by the config itself
         cfg(directions=["up"])
     with pytest.raises(ProbingError, match="heads.directions is empty"):
-        analyse(corpus, store, cfg(directions=[]).heads, out)
+        analyse(corpus, store, cfg(directions=[]).heads, 0, out)
     with pytest.raises(ProbingError, match="0 is not an offset"):
-        analyse(corpus, store, cfg(offsets=[0, 1]).heads, out)
+        analyse(corpus, store, cfg(offsets=[0, 1]).heads, 0, out)

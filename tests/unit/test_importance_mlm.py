@@ -138,7 +138,7 @@ def test_mlm_task_end_to_end(mlm, tmp_path):
     ext = OmegaConf.structured(ExtractConfig(cache_dir=str(tmp_path / "cache"), progress=False))
     result = task.run(ModelConfig(name="tiny-mlm", name_or_path=str(d), device="cpu"),
                       DataConfig(kind=DataKind.grammar, n_sentences=10), ext, imp,
-                      HeadsConfig(), RunOutput(tmp_path / "run", Recorder()))
+                      HeadsConfig(), 0, RunOutput(tmp_path / "run", Recorder()))
     assert result.metrics["readout"] == "mlm" and 0 <= result.metrics["clean_mlm_accuracy"] <= 1
     t = read_table(tmp_path / "run", "importance")
     assert set(t.metric) == {"mlm_accuracy_drop", "loss_change", "gradient"} and set(t.relation) == {"all"}
@@ -147,7 +147,7 @@ def test_mlm_task_end_to_end(mlm, tmp_path):
 
 def test_mlm_on_minilm_is_refused_in_one_line(tmp_path):
     with pytest.raises(ProbingError) as err:
-        task.run(ModelConfig(), DataConfig(), ExtractConfig(), ImportanceConfig(readout="mlm"), HeadsConfig(),
+        task.run(ModelConfig(), DataConfig(), ExtractConfig(), ImportanceConfig(readout="mlm"), HeadsConfig(), 0,
                  RunOutput(tmp_path, Recorder()))
     assert str(err.value) == ("importance.readout=mlm: model minilm (BertModel) has no masked-LM head; use "
                               "importance.readout=relation, arc or embedding")
@@ -159,8 +159,8 @@ def test_random_init_run_is_labelled_as_the_random_model(mlm, tmp_path):
     imp = ImportanceConfig(readout="embedding", method="ablation", bootstrap=5, pruning=False, layer_in=False,
                            min_count=1, figures=False)
     ext = OmegaConf.structured(ExtractConfig(cache_dir=str(tmp_path / "cache"), progress=False))
-    model = ModelConfig(name="tiny-mlm", name_or_path=str(d), device="cpu", random_init=True, seed=5)
-    result = task.run(model, DataConfig(kind=DataKind.grammar, n_sentences=6), ext, imp, HeadsConfig(),
+    model = ModelConfig(name="tiny-mlm", name_or_path=str(d), device="cpu", random_init=True, init_seed=5)
+    result = task.run(model, DataConfig(kind=DataKind.grammar, n_sentences=6), ext, imp, HeadsConfig(), 0,
                       RunOutput(tmp_path / "run", Recorder()))
     assert result.metrics["model"] == "tiny-mlm-random5"
     assert set(read_table(tmp_path / "run", "importance")["model"]) == {"tiny-mlm-random5"}

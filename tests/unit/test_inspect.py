@@ -7,9 +7,10 @@ import pytest
 from omegaconf import OmegaConf
 
 from probing.analysis.choices import choices_table, format_choices, head_choices, top_heads
-from probing.config import RunConfig
+from probing.config import InspectConfig, RunConfig
+from probing.corpus import split_words
 from probing.errors import ProbingError
-from probing.tasks.inspect import sentences_to_inspect, split_words, with_seed_tree
+from probing.tasks.inspect import sentences_to_inspect, with_seed_tree
 
 
 def hand_maps() -> np.ndarray:
@@ -76,29 +77,35 @@ def test_raw_text_matching_a_seed_sentence_gets_its_gold_tree():
     assert s3.heads is None and source3 == "text"
 
 
-def test_sentence_sources(tmp_path):
+def _run_config(**data):
     cfg = OmegaConf.structured(RunConfig)
-    with pytest.raises(ProbingError, match="needs a sentence"):
-        sentences_to_inspect(cfg.data, cfg.inspect, cfg.text)
-    cfg.text = "The cat sat on the mat."
-    [(s, _)] = sentences_to_inspect(cfg.data, cfg.inspect, cfg.text)
+    cfg.inspect = InspectConfig()
+    for k, v in data.items():
+        cfg.data[k] = v
+    return cfg
+
+
+def test_sentence_sources(tmp_path):
+    cfg = _run_config()
+    with pytest.raises(ProbingError, match="needs sentences"):
+        sentences_to_inspect(cfg.data, cfg.inspect)
+    cfg = _run_config(kind="text", text="The cat sat on the mat.")
+    [(s, _)] = sentences_to_inspect(cfg.data, cfg.inspect)
     assert s.heads is not None
-    cfg.text = None
     f = tmp_path / "s.txt"
     f.write_text("A dog barked.\n\nThe cat sat on the mat.\nOne more.\n")
-    cfg.inspect.file = str(f)
+    cfg = _run_config(kind="text", path=str(f))
     cfg.inspect.max_sentences = 2
-    got = sentences_to_inspect(cfg.data, cfg.inspect, cfg.text)
+    got = sentences_to_inspect(cfg.data, cfg.inspect)
     assert [x.words[1] for x, _ in got] == ["dog", "cat"] and got[1][0].heads is not None
     # the line numbers are the file's own (the blank line 2 is skipped, not renumbered)
-    assert got[0][1].startswith("s.txt line 1:") and got[1][1].startswith("s.txt line 3:")
-    cfg.inspect.file = None
-    cfg.data.index = 1  # the built-in grammar: the second seed sentence
-    [(s, source)] = sentences_to_inspect(cfg.data, cfg.inspect, cfg.text)
+    assert got[0][1] == "s-1: text" and got[1][1].startswith("s-3: grammar")
+    cfg = _run_config(index=1)  # the built-in grammar: the second seed sentence
+    [(s, source)] = sentences_to_inspect(cfg.data, cfg.inspect)
     assert s.words[:3] == ("I", "am", "going") and s.heads is not None and "#1" in source
     cfg.data.index = 10_000
     with pytest.raises(ProbingError, match="data.index=10000"):
-        sentences_to_inspect(cfg.data, cfg.inspect, cfg.text)
+        sentences_to_inspect(cfg.data, cfg.inspect)
 
 
 def test_a_conllu_file_brings_its_gold_trees(tmp_path):
@@ -106,11 +113,10 @@ def test_a_conllu_file_brings_its_gold_trees(tmp_path):
     f.write_text(
         "# sent_id = a\n1\tDogs\tdog\tNOUN\t_\t_\t2\tnsubj\t_\t_\n2\tbark\tbark\tVERB\t_\t_\t0\troot\t_\t_\n\n"
         "# sent_id = b\n1\tCats\tcat\tNOUN\t_\t_\t2\tnsubj\t_\t_\n2\tsleep\tsleep\tVERB\t_\t_\t0\troot\t_\t_\n\n")
-    cfg = OmegaConf.structured(RunConfig)
-    cfg.inspect.file = str(f)
-    got = sentences_to_inspect(cfg.data, cfg.inspect, cfg.text)
+    cfg = _run_config(kind="conllu", name="two", path=str(f))
+    got = sentences_to_inspect(cfg.data, cfg.inspect)
     assert [s.words for s, _ in got] == [("Dogs", "bark"), ("Cats", "sleep")]
-    assert [s.heads for s, _ in got] == [(1, -1), (1, -1)] and "two.conllu" in got[0][1]
+    assert [s.heads for s, _ in got] == [(1, -1), (1, -1)] and "(a)" in got[0][1]
 
 
 def test_measures_are_tagged_and_per_layer_maps_are_labelled_by_layer():

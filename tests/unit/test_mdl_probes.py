@@ -22,8 +22,8 @@ def data(tmp_path_factory):
 def test_relation_mdl_codes_planted_labels_shorter_than_noise_and_control(data):
     planted, noise = data
     sel = select_heads(2, 4, layer=1, head=None)
-    m = run_relation(probe_cfg(mdl=True), *planted, sel).metrics
-    r = run_relation(probe_cfg(mdl=True), *noise, sel)
+    m = run_relation(probe_cfg(mdl=True), *planted, sel, 0).metrics
+    r = run_relation(probe_cfg(mdl=True), *noise, sel, 0)
     k = m["n_classes"]
     assert m["uniform_codelength_bits"] == pytest.approx(m["n_train"] * np.log2(k))
     assert m["codelength_bits"] < r.metrics["codelength_bits"]
@@ -32,14 +32,14 @@ def test_relation_mdl_codes_planted_labels_shorter_than_noise_and_control(data):
     assert m["codelength_ratio"] > 1.5  # attention says nothing about the type-hashed control labels
     blocks = r.tables["mdl_blocks"]
     assert blocks.groupby("labels")["bits"].sum()["task"] == pytest.approx(r.metrics["codelength_bits"])
-    assert "codelength_bits" not in run_relation(probe_cfg(), *planted, sel).metrics  # mdl off by default
+    assert "codelength_bits" not in run_relation(probe_cfg(), *planted, sel, 0).metrics  # mdl off by default
 
 
 def test_edge_mdl_keys_and_planted_signal(data):
     planted, noise = data
     sel = select_heads(2, 4, layer=0, head=0)
-    m = run_edge(probe_cfg(mdl=True), *planted, sel).metrics
-    r = run_edge(probe_cfg(mdl=True), *noise, sel).metrics
+    m = run_edge(probe_cfg(mdl=True), *planted, sel, 0).metrics
+    r = run_edge(probe_cfg(mdl=True), *noise, sel, 0).metrics
     assert {"codelength_bits", "compression", "control_codelength_bits"} <= set(m)
     assert m["uniform_codelength_bits"] == pytest.approx(m["n_train"])  # binary: one bit a pair
     assert m["codelength_bits"] < r["codelength_bits"]

@@ -26,7 +26,7 @@ def _inputs(tiny_model_dir, tmp_path):
 def _run(tiny_model_dir, tmp_path, name, **kw):
     model, data, ext = _inputs(tiny_model_dir, tmp_path)
     p = ProbeConfig(kind=ProbeKind.relation, max_iter=200, **kw)
-    return probe_task.run(model, data, ext, p, RunOutput(tmp_path / name, Recorder()))
+    return probe_task.run(model, data, ext, p, 0, RunOutput(tmp_path / name, Recorder()))
 
 
 def test_probe_reads_the_store_of_probe_measure(tiny_model_dir, tmp_path):
@@ -44,7 +44,7 @@ def test_probe_reads_the_store_of_probe_measure(tiny_model_dir, tmp_path):
                                     Measure.norm).store
     p = ProbeConfig(kind=ProbeKind.relation, max_iter=200)
     train, ev, _ = probe_task.load_splits(data, p, ext, lambda corpus: store)
-    direct = probe_task.run_relation(p, train, ev, select_heads(store.num_layers, store.num_heads, None, None))
+    direct = probe_task.run_relation(p, train, ev, select_heads(store.num_layers, store.num_heads, None, None), 0)
     for k, v in direct.metrics.items():
         if isinstance(v, float):
             assert norm.metrics[k] == pytest.approx(v, abs=0, rel=0), k
@@ -63,12 +63,12 @@ def test_a_per_layer_measure_has_one_head_per_layer(tiny_model_dir, tmp_path):
 
 
 def test_config_key_has_the_measure_read_not_the_other_stores_built():
-    from probing.config import RunConfig
+    from probing.config import ProbeConfig, RunConfig
 
-    c = OmegaConf.structured(RunConfig)
+    c = OmegaConf.structured(RunConfig(probe=ProbeConfig()))
 
     def key():
-        return probe_task.config_key(c.model, c.data, c.extract, c.probe)
+        return probe_task.config_key(c.model, c.data, c.extract, c.probe, c.seed)
 
     base = key()
     c.extract.measures = [Measure.attention, Measure.norm]  # another store beside it: the same numbers

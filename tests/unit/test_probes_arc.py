@@ -84,15 +84,15 @@ def test_run_arc_planted_signal_vs_random_attention(tmp_path):
     corpus = tree_corpus(250, seed=3)
     cfg = replace(probe_cfg(kind="arc"), max_iter=300)
     planted = splits(corpus, write_store(corpus, tmp_path / "p", seed=4))
-    r = run_arc(cfg, *planted, select_heads(2, 4, layer=0, head=0))
+    r = run_arc(cfg, *planted, select_heads(2, 4, layer=0, head=0), 0)
     assert r.metrics["uas"] > 0.97 and r.metrics["selectivity"] > 0.3
     noise = splits(corpus, write_store(corpus, tmp_path / "r", seed=4, plant=False))
-    r0 = run_arc(cfg, *noise, select_heads(2, 4, layer=0, head=0))
+    r0 = run_arc(cfg, *noise, select_heads(2, 4, layer=0, head=0), 0)
     # random attention: no better than a guess among the ~5 candidates, near the best-offset baseline's league
     assert r0.metrics["uas"] < 0.45
     assert r0.metrics["right_branching_uas"] == r.metrics["right_branching_uas"]
     # same seed, same numbers
-    again = run_arc(cfg, *planted, select_heads(2, 4, layer=0, head=0))
+    again = run_arc(cfg, *planted, select_heads(2, 4, layer=0, head=0), 0)
     assert again.metrics == r.metrics
 
 

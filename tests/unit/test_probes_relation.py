@@ -26,7 +26,7 @@ def data(tmp_path_factory):
 
 def test_relation_probe_recovers_planted_labels(data):
     _, planted, _ = data
-    r = run_relation(probe_cfg(), *planted, select_heads(2, 4, layer=1, head=None))
+    r = run_relation(probe_cfg(), *planted, select_heads(2, 4, layer=1, head=None), 0)
     m = r.metrics
     assert m["accuracy"] > 0.95 and m["macro_f1"] > 0.9
     assert m["majority_accuracy"] == pytest.approx(0.55, abs=0.08)
@@ -39,15 +39,15 @@ def test_relation_probe_recovers_planted_labels(data):
 
 def test_relation_probe_on_random_attention_is_the_majority_baseline(data):
     _, _, noise = data
-    m = run_relation(probe_cfg(), *noise, select_heads(2, 4, layer=1, head=None)).metrics
+    m = run_relation(probe_cfg(), *noise, select_heads(2, 4, layer=1, head=None), 0).metrics
     assert abs(m["accuracy"] - m["majority_accuracy"]) < 0.06
 
 
 def test_relation_probe_is_reproducible_and_subsamples(data):
     _, planted, _ = data
     cfg = replace(probe_cfg(), max_train_arcs=300, neighbour_offsets=[-1, 1])
-    a = run_relation(cfg, *planted, select_heads(2, 4, layer=1, head=None)).metrics
-    b = run_relation(cfg, *planted, select_heads(2, 4, layer=1, head=None)).metrics
+    a = run_relation(cfg, *planted, select_heads(2, 4, layer=1, head=None), 0).metrics
+    b = run_relation(cfg, *planted, select_heads(2, 4, layer=1, head=None), 0).metrics
     assert a == b and a["n_train"] == 300 and a["n_features"] == 4 * 2 * 3
 
 
@@ -65,7 +65,7 @@ def test_edge_pairs_are_balanced_and_negatives_are_not_arcs(data):
 
 def test_edge_probe_planted_vs_random(data):
     _, planted, noise = data
-    m = run_edge(probe_cfg(kind="edge"), *planted, select_heads(2, 4, layer=0, head=0)).metrics
+    m = run_edge(probe_cfg(kind="edge"), *planted, select_heads(2, 4, layer=0, head=0), 0).metrics
     assert m["roc_auc"] > 0.95 and m["accuracy"] > 0.9 and m["selectivity"] > 0.3
-    m0 = run_edge(probe_cfg(kind="edge"), *noise, select_heads(2, 4, layer=0, head=0)).metrics
+    m0 = run_edge(probe_cfg(kind="edge"), *noise, select_heads(2, 4, layer=0, head=0), 0).metrics
     assert abs(m0["roc_auc"] - 0.5) < 0.1

@@ -183,15 +183,15 @@ def test_float16_on_disk_and_a_damaged_shard_is_refused(tiny_encoder, tmp_path):
 def test_random_init_is_seeded_and_its_own_identity(tiny_model_dir):
     path = str(tiny_model_dir)
     trained = ModelConfig(name="tiny", name_or_path=path)
-    rand = ModelConfig(name="tiny", name_or_path=path, random_init=True, seed=3)
+    rand = ModelConfig(name="tiny", name_or_path=path, random_init=True, init_seed=3)
     ids = [model_identity(x) for x in (trained, rand, ModelConfig(name="tiny", name_or_path=path,
-                                                                   random_init=True, seed=4))]
+                                                                   random_init=True, init_seed=4))]
     assert "random_init" not in ids[0] and ids[1]["random_init"] == {"seed": 3}
     assert len({str(x) for x in ids}) == 3
     before = torch.random.get_rng_state()
     a, b = Encoder.load(rand), Encoder.load(rand)
     assert torch.equal(torch.random.get_rng_state(), before)  # the caller's generator is left alone
-    other, real = Encoder.load(ModelConfig(name="tiny", name_or_path=path, random_init=True, seed=4)), \
+    other, real = Encoder.load(ModelConfig(name="tiny", name_or_path=path, random_init=True, init_seed=4)), \
         Encoder.load(trained)
     w = [e.model.encoder.layer[0].attention.self.query.weight for e in (a, b, other, real)]
     assert torch.equal(w[0], w[1]) and not torch.equal(w[0], w[2]) and not torch.equal(w[0], w[3])

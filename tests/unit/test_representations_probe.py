@@ -74,7 +74,7 @@ def _run(tiny_model_dir, tmp_path, name, **kw):
     data = DataConfig(kind=DataKind.grammar, n_sentences=40)
     ext = OmegaConf.structured(ExtractConfig(cache_dir=str(tmp_path / "cache"), progress=False))
     p = ProbeConfig(max_iter=200, **kw)
-    return probe_task.run(model, data, ext, p, RunOutput(tmp_path / name, Recorder()))
+    return probe_task.run(model, data, ext, p, 0, RunOutput(tmp_path / name, Recorder()))
 
 
 def test_probe_task_on_vector_features(tiny_model_dir, tmp_path):
@@ -97,18 +97,19 @@ def test_probe_task_on_vector_features(tiny_model_dir, tmp_path):
 
 
 def test_attention_probe_config_keys_ignore_the_new_keys_at_their_defaults():
-    """extract.representations never changes a probe's key (it only builds stores beside), nor does model.seed
-    without random_init, nor probe.features=attention (left out of the key, so finished runs stay complete)."""
+    """extract.representations never changes a probe's key (it only builds stores beside), nor does
+    model.init_seed without random_init; the features read and the run's seed do."""
     from dataclasses import replace
 
     m = ModelConfig(name="tiny", name_or_path="/x/tiny")
     d = DataConfig(kind=DataKind.grammar, n_sentences=40)
     e = ExtractConfig(cache_dir="c", progress=False)
     p = ProbeConfig(kind=ProbeKind.relation, max_iter=200)
-    key = probe_task.config_key(m, d, e, p)
-    assert probe_task.config_key(m, d, replace(e, representations=[Representation.hidden]), p) == key
-    assert probe_task.config_key(replace(m, seed=7), d, e, p) == key
-    assert "features" not in probe_task._without_new_defaults("probe", {"features": "attention", "C": 1.0})
-    assert probe_task.config_key(m, d, e, replace(p, features=Features.hidden)) != key
+    key = probe_task.config_key(m, d, e, p, 0)
+    assert probe_task.config_key(m, d, replace(e, representations=[Representation.hidden]), p, 0) == key
+    assert probe_task.config_key(replace(m, init_seed=7), d, e, p, 0) == key
+    assert probe_task.config_key(m, d, e, p, 1) != key
+    assert probe_task.config_key(m, d, e, replace(p, features=Features.hidden), 0) != key
     rand = replace(m, random_init=True)
-    assert len({key, probe_task.config_key(rand, d, e, p), probe_task.config_key(replace(rand, seed=7), d, e, p)}) == 3
+    assert len({key, probe_task.config_key(rand, d, e, p, 0),
+                probe_task.config_key(replace(rand, init_seed=7), d, e, p, 0)}) == 3

@@ -21,7 +21,7 @@ def _run(tiny_model_dir, tmp_path, name, **kw):
     model = ModelConfig(name="tiny", name_or_path=str(tiny_model_dir))
     data = DataConfig(kind=DataKind.grammar, n_sentences=40)
     ext = OmegaConf.structured(ExtractConfig(cache_dir=str(tmp_path / "cache"), progress=False))
-    return probe_task.run(model, data, ext, ProbeConfig(**kw), RunOutput(tmp_path / name, Recorder()))
+    return probe_task.run(model, data, ext, ProbeConfig(**kw), 0, RunOutput(tmp_path / name, Recorder()))
 
 
 def test_distance_and_depth_probes_end_to_end(tiny_model_dir, tmp_path):
@@ -49,16 +49,14 @@ def test_structural_probe_needs_vectors(tiny_model_dir, tmp_path):
         _run(tiny_model_dir, tmp_path, "att", kind=ProbeKind.distance, layer=1)
 
 
-def test_new_probe_keys_at_defaults_leave_config_keys_unchanged():
+def test_structural_probe_keys_change_the_config_key():
     m = ModelConfig(name="tiny", name_or_path="/x/tiny")
     d = DataConfig(kind=DataKind.grammar, n_sentences=40)
     e = ExtractConfig(cache_dir="c", progress=False)
     p = ProbeConfig(kind=ProbeKind.relation)
-    plain = probe_task._without_new_defaults("probe", {"mdl": False, "rank": None, "dev_split": None, "C": 1.0})
-    assert plain == {"C": 1.0}
-    key = probe_task.config_key(m, d, e, p)
-    assert probe_task.config_key(m, d, e, replace(p, mdl=True)) != key
-    assert probe_task.config_key(m, d, e, replace(p, rank=8)) != key
+    key = probe_task.config_key(m, d, e, p, 0)
+    assert probe_task.config_key(m, d, e, replace(p, mdl=True), 0) != key
+    assert probe_task.config_key(m, d, e, replace(p, rank=8), 0) != key
 
 
 def test_max_train_arcs_keeps_whole_sentences_up_to_that_many_words():

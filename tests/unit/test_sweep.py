@@ -10,7 +10,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from probing.cli import collect_main as main
-from probing.config import RunConfig
+from probing.config import ProbeConfig, RunConfig
 from probing.sweep import parse_overrides, write_collection
 from probing.tasks.probe import completed, config_key
 
@@ -68,10 +68,10 @@ def test_collect_merges_jobs_lists_failures_and_draws_heatmaps(tmp_path, capsys)
 
 
 def test_completed_needs_the_same_config_key(tmp_path):
-    cfg = OmegaConf.structured(RunConfig)
+    cfg = OmegaConf.structured(RunConfig(probe=ProbeConfig()))
 
     def config_key_of(c):
-        return config_key(c.model, c.data, c.extract, c.probe)
+        return config_key(c.model, c.data, c.extract, c.probe, c.seed)
 
     key = config_key_of(cfg)
     assert completed(tmp_path, key) is None
