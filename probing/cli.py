@@ -32,6 +32,8 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     os.environ.setdefault("WANDB_START_METHOD", "thread")
     hc = HydraConfig.get()
     out_dir = Path(hc.runtime.output_dir)
+    if hc.output_subdir:
+        _save_read_settings(out_dir / hc.output_subdir / "config.yaml", cfg)
     multirun = hc.mode.name == "MULTIRUN"
     try:
         result = run(cfg, out_dir, job_name=f"{hc.job.name}-{hc.job.num}" if multirun else None)
@@ -45,6 +47,16 @@ def _hydra_main(cfg: DictConfig) -> float | None:
             raise
         sys.exit(2)
     return result.metrics.get("objective")  # the sweeper's objective (a probe's headline score)
+
+
+def _save_read_settings(path: Path, cfg: DictConfig) -> None:
+    """Hydra's saved config without the sections the task does not read (they are None)."""
+    from omegaconf import OmegaConf
+
+    from probing.config import read_settings
+    from probing.io import atomic_write_text
+
+    atomic_write_text(path, OmegaConf.to_yaml(OmegaConf.create(read_settings(cfg))))
 
 
 def _writable(folder: Path) -> Optional[str]:

@@ -485,6 +485,13 @@ def section_type(hint: Any) -> Any:
     return args[0] if typing.get_origin(hint) is typing.Union and len(args) == 1 else hint
 
 
+def read_settings(node: Any) -> dict:
+    """A run's config as plain data, without the sections its task does not read (None in the composed config):
+    what ``.hydra/config.yaml``, ``run_meta.json`` and the tracker record."""
+    plain = to_plain(node)
+    return {k: v for k, v in plain.items() if not (k in OPTIONAL_SECTIONS and v is None)}
+
+
 def unknown_keys(cfg: Any, schema: type = None) -> list[tuple[str, list[str]]]:
     """Keys of a composed config that its schema lacks, each with the keys its section does have. Hydra's
     ``+key=value`` adds keys even to typed sections, so a typo written that way is only caught here."""

@@ -19,7 +19,7 @@ from typing import Callable, Optional
 from omegaconf import DictConfig
 
 from probing.compose import check_composed
-from probing.config import ReportConfig, RunConfig, TaskName, to_plain
+from probing.config import ReportConfig, RunConfig, TaskName, read_settings
 from probing.errors import ProbingError
 from probing.io import write_json
 from probing.results import read_metrics, write_run_meta
@@ -92,7 +92,7 @@ def run(cfg: DictConfig | RunConfig, out_dir: Path, job_name: Optional[str] = No
 
     device = resolved_device(cfg.model.device)  # a device this machine lacks fails before any work
     _claim(out_dir, cfg, name)
-    container = to_plain(cfg)
+    container = read_settings(cfg)
     tracker = make_tracker(cfg.logger, container, out_dir, job_name)
     ok = False
     start = time.perf_counter()

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -28,7 +29,10 @@ def test_extract_grammar_then_reuse(tmp_path):
     assert metrics["sentences"] == 60 and metrics["reused"] is False
     store = Path(metrics["store"])
     assert (store / "manifest.json").is_file() and store.parent == tmp_path / "cache"
-    assert (tmp_path / "run1" / ".hydra" / "config.yaml").is_file()
+    saved = yaml.safe_load((tmp_path / "run1" / ".hydra" / "config.yaml").read_text())
+    # an extract run's config holds only what it read: no section of another task, not even as null
+    assert set(saved) == {"experiment_name", "seed", "model", "data", "task", "extract", "logger"}
+    assert set(json.loads((tmp_path / "run1" / "run_meta.json").read_text())["config"]) == set(saved)
     meta = json.loads((tmp_path / "run1" / "run_meta.json").read_text())
     assert meta["versions"]["torch"] and meta["task"] == "extract" and meta["device"] == "cpu"
     (used,) = meta["stores"]
