@@ -106,7 +106,7 @@ class TaskName(Choice):
     importance = "importance"
 
 
-class Readout(Choice):
+class ReadoutKind(Choice):
     """What ``task=importance`` measures when heads are ablated: a frozen ``relation`` probe's accuracy per
     relation, a frozen ``arc`` probe's UAS, the sentence ``embedding`` (mean of the last hidden state over all
     positions, specials included; 1 − cosine), or the masked-LM loss (``mlm``, models with an MLM head)."""
@@ -378,7 +378,7 @@ class ImportanceConfig(SplitSettings, BootstrapSettings):
     gradient, per relation, beside what it attends to. The frozen probes are fitted on ``train_split`` on the
     unablated model; ablations are scored on ``eval_split`` (``data.limit`` bounds it)."""
 
-    readout: Readout = Readout.relation
+    readout: ReadoutKind = ReadoutKind.relation
     ablation: Ablation = Ablation.mean
     method: ImportanceMethod = ImportanceMethod.both
     train_sentences: Optional[int] = 4000  # first N train sentences for the probe (None: all)

@@ -33,8 +33,8 @@ from probing.encoder import Encoder, Tokenized, load_encoder, model_identity, mo
 from probing.errors import ProbingError, StoreError
 from probing.mixing import capture, compute, heads_of
 from probing.paths import absolute
-from probing.shards import MANIFEST, ShardWriter, complete_shards, discard_shards
 from probing.store import FORMAT_VERSION, ArrayLayout, ArrayStore, AttentionStore, VectorStore, write_manifest
+from probing.store.shards import MANIFEST, ShardWriter, complete_shards, discard_shards
 
 log = logging.getLogger(__name__)
 

@@ -20,6 +20,7 @@ import pandas as pd
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from probing import schema
+from probing.figures.sweep import sweep_heatmaps
 from probing.results import read_metrics, read_overrides, read_run_config, write_table
 
 log = logging.getLogger(__name__)
@@ -126,59 +127,10 @@ def _is_number_or_none(v: Any) -> bool:
     return v is None or isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", text).strip("_")
-
-
-def heatmaps(table: pd.DataFrame, swept: list[str], out_dir: Path) -> list[Path]:
-    """One PNG per metric (and per combination of the other varying swept keys): layer rows x head columns,
-    a column ``all`` for jobs that used every head of a layer."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    if table.empty or table["layer"].isna().all():
-        return []
-    out_dir.mkdir(parents=True, exist_ok=True)
-    for stale in out_dir.glob("heatmap_*.png"):  # figures of an earlier collect of this sweep
-        stale.unlink()
-    # facet only by swept keys that vary (overrides.yaml also lists constants such as task=probe)
-    others = [k for k in swept
-              if k not in _AXES and k in table.columns and table[k].nunique(dropna=False) > 1]
-    data = table[table["layer"].notna()].copy()
-    data["head_col"] = data["head"].map(lambda h: "all" if pd.isna(h) else int(h))
-    paths = []
-    groups = data.groupby(others, dropna=False) if others else [((), data)]
-    for key, part in groups:
-        key = key if isinstance(key, tuple) else (key,)
-        suffix = "".join(f"__{_slug(f'{k}={v}')}" for k, v in zip(others, key))
-        for metric, m in part.groupby("metric", sort=True):
-            if schema.is_count(metric):
-                continue
-            grid = m.pivot_table(index="layer", columns="head_col", values="value", aggfunc="mean")
-            cols = sorted(c for c in grid.columns if c != "all")
-            cols += ["all"] if "all" in grid.columns else []
-            grid = grid[cols].sort_index()
-            # at least 3.6 x 2.4 inches: a layer-only sweep (one column) stays a readable strip
-            fig, ax = plt.subplots(figsize=(max(3.6, 1.0 + 0.55 * len(cols)), max(2.4, 1.0 + 0.45 * len(grid))))
-            im = ax.imshow(grid.to_numpy(dtype=float), aspect="auto", cmap="viridis")
-            ax.set_xticks(range(len(cols)), [str(c) for c in cols])
-            ax.set_yticks(range(len(grid)), [str(int(i)) for i in grid.index])
-            ax.set_xlabel("head")
-            ax.set_ylabel("layer")
-            title = metric + "".join(f"  {k}={v}" for k, v in zip(others, key))
-            ax.set_title(title, fontsize=9)
-            if grid.size <= 120:
-                for (r, c), v in pd.DataFrame(grid.to_numpy()).stack().items():
-                    ax.text(c, r, f"{v:.2f}", ha="center", va="center", fontsize=6, color="w")
-            fig.colorbar(im, ax=ax)
-            fig.tight_layout()
-            path = out_dir / f"heatmap_{_slug(metric)}{suffix}.png"
-            fig.savefig(path, dpi=110)
-            plt.close(fig)
-            paths.append(path)
-    return paths
+def _faceted_by(table: pd.DataFrame, swept: list[str]) -> list[str]:
+    """The swept keys besides layer and head that vary in the table (overrides.yaml also lists constants such
+    as task=probe): one heatmap per combination of their values."""
+    return [k for k in swept if k not in _AXES and k in table.columns and table[k].nunique(dropna=False) > 1]
 
 
 def write_collection(sweep_dir: Path, out_dir: Optional[Path] = None) -> dict[str, Any]:
@@ -187,7 +139,7 @@ def write_collection(sweep_dir: Path, out_dir: Optional[Path] = None) -> dict[st
     table, failed, swept = collect(Path(sweep_dir))
     write_table(table, out_dir, schema.SWEEP.name)
     write_table(failed, out_dir, schema.FAILED_JOBS.name)
-    figs = heatmaps(table, swept, out_dir / "figures")
+    figs = sweep_heatmaps(table, _faceted_by(table, swept), out_dir / "figures")
     n_jobs = table["job"].nunique() + len(failed)
     return {"jobs": n_jobs, "complete": int(table["job"].nunique()), "failed": failed["job"].tolist(),
             "rows": len(table), "swept": swept, "figures": [str(p) for p in figs], "out": str(out_dir)}

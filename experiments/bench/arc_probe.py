@@ -33,8 +33,8 @@ def one(method: str, limit: int | None) -> dict:
     from scipy.optimize import minimize
 
     from probing.config import ProbeConfig, ProbeKind, RunConfig
-    from probing.probes.arc import ArcProbe, arc_data, arc_loss, fit_probes, local_index, word_index
-    from probing.probes.arc_blocks import ArcData
+    from probing.probes.arc.blocks import ArcData
+    from probing.probes.arc.probe import ArcProbe, arc_data, arc_loss, fit_probes, local_index, word_index
     from probing.probes.control import control_heads
     from probing.probes.features import pair_features, root_features, select_heads
     from probing.probes.pairs import candidates

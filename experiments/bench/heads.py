@@ -1,7 +1,7 @@
 """Benchmark: relation accuracy of all heads x relations x both directions, from a built store.
 
 Compares, side by side in one run:
-  1. the vectorised chunked scorer (``probing.analysis.head_accuracy.count_relations``) on the whole split,
+  1. the vectorised chunked scorer (``probing.heads.head_accuracy.count_relations``) on the whole split,
      without and with bootstrap intervals (store opened inside the timing; best of 3 runs);
   2. the same scorer against a plain Python loop over sentences, words and heads on the same sentences;
   3. peak RSS of the scorer (a fresh process each) as the corpus grows.
@@ -51,8 +51,8 @@ def find_store(split: str) -> Path:
 
 
 def vectorised(store_dir: Path, corpus, indices=None, resamples: int = 0) -> tuple[float, dict]:
-    from probing.analysis.head_accuracy import count_relations
     from probing.config import HeadsConfig
+    from probing.heads.head_accuracy import count_relations
     from probing.store import AttentionStore
 
     start = time.perf_counter()
@@ -99,7 +99,7 @@ def rss_child(args: argparse.Namespace) -> None:
     scoring (the high-water mark is reset after the corpus is parsed, so the CoNLL-U parser's own peak does
     not hide the scorer's)."""
     corpus = load(args.split, args.data_dir)
-    from probing.analysis.head_accuracy import count_relations  # noqa: F401 - imports before the reset
+    from probing.heads.head_accuracy import count_relations  # noqa: F401 - imports before the reset
     from probing.store import AttentionStore
 
     store = AttentionStore(find_store(args.split))

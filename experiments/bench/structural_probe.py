@@ -4,7 +4,7 @@ trained on UD EWT train, stopped early on dev, scored on dev and test (target: u
 Reads the ``hidden`` representation stores through the same path as ``task=probe probe=distance`` (built first
 if missing, and that time reported apart). Reports, for the probe alone: seconds to gather the word vectors,
 to build the padded batches and fit (epochs until early stopping), to predict and score; UUAS, DSpr, the
-epochs run and peak RSS. ``--compare REV`` also fits with ``probing/probes/structural.py`` of git revision
+epochs run and peak RSS. ``--compare REV`` also fits with ``probing/probes/structural/probe.py`` of git revision
 REV, side by side on the same vectors.
 
 Run:  HF_HUB_OFFLINE=1 python experiments/bench/structural_probe.py [--layer 3] [--limit N] [--rank R]
@@ -29,8 +29,8 @@ from types import ModuleType
 
 
 def code_at(rev: str) -> ModuleType:
-    """``probing/probes/structural.py`` as it was at commit ``rev``, imported as its own module."""
-    src = subprocess.run(["git", "show", f"{rev}:probing/probes/structural.py"], check=True, capture_output=True,
+    """``probing/probes/structural/probe.py`` as it was at commit ``rev``, imported as its own module."""
+    src = subprocess.run(["git", "show", f"{rev}:probing/probes/structural/probe.py"], check=True, capture_output=True,
                          text=True, cwd=Path(__file__).resolve().parents[2]).stdout
     path = Path(tempfile.mkdtemp()) / f"structural_{rev}.py"
     path.write_text(src)
@@ -67,7 +67,7 @@ def main() -> None:
                     help="torch threads while the probe trains (default: probing.probes.structural.MAX_THREADS, 1)")
     ap.add_argument("--max-epochs", type=int, default=None, help="cap the epochs (default: the regimen's 40)")
     ap.add_argument("--compare", metavar="REV", default=None,
-                    help="also fit with probing/probes/structural.py of git commit REV (before the current code)")
+                    help="also fit with probing/probes/structural/probe.py of git commit REV (before the current code)")
     args = ap.parse_args()
     import logging
 
@@ -76,7 +76,7 @@ def main() -> None:
 
     import torch
 
-    from probing.probes import structural
+    from probing.probes.structural import probe as structural
 
     before = code_at(args.compare) if args.compare else None
     for mod in filter(None, (structural, before)):
@@ -88,8 +88,8 @@ def main() -> None:
     from probing.extract import stored
     from probing.probes.data import ProbeSplit
     from probing.probes.features import vector_selection
-    from probing.probes.structural import Regimen
-    from probing.probes.structural_run import split_sentences
+    from probing.probes.structural.probe import Regimen
+    from probing.probes.structural.run import split_sentences
     from probing.tasks.probe import _Stores, load_dev_split, load_splits
 
     cfg = OmegaConf.structured(RunConfig(probe=ProbeConfig()))

@@ -21,7 +21,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from probing.importance.figures import pruning_plot  # noqa: E402
+from probing.figures.importance import pruning_plot  # noqa: E402
 from probing.results import read_table  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

@@ -35,7 +35,7 @@ from probing.corpus.cache import load_corpus_cached  # noqa: E402
 from probing.probes.data import subsample_rows  # noqa: E402
 from probing.probes.mdl import block_ends  # noqa: E402
 from probing.probes.pairs import corpus_words, gold_arcs  # noqa: E402
-from probing.probes.structural_metrics import gold_edges, mst_edges  # noqa: E402
+from probing.probes.structural.metrics import gold_edges, mst_edges  # noqa: E402
 from probing.results import read_table  # noqa: E402
 
 HERE = Path(__file__).resolve().parent

@@ -14,7 +14,7 @@ from conllu.exceptions import ParseException
 from conllu.parser import DEFAULT_FIELDS, parse_line
 
 from probing.corpus.sentence import Corpus, Sentence, Skip
-from probing.corpus.trees import tree_problem
+from probing.corpus.tree_checks import tree_problem
 from probing.errors import CorpusError
 
 

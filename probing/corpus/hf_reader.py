@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from probing.corpus.sentence import Corpus, Sentence, Skip
-from probing.corpus.trees import tree_problem
+from probing.corpus.tree_checks import tree_problem
 from probing.errors import CorpusError
 
 

@@ -15,9 +15,9 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 import torch
 
+from probing.importance.gates import LayerCache, gated
 from probing.importance.inputs import Batch
 from probing.importance.readouts import Readout
-from probing.mixing.gates import LayerCache, gated
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ class MeasureView:
 
     measure: str
     maps: np.ndarray
-    choices: Any  # probing.analysis.choices.Choices
+    choices: Any  # probing.heads.choices.Choices
     per_layer: bool
     png: Optional[Path]
 

@@ -8,7 +8,7 @@ from probing.config import DataConfig, ExtractConfig, ModelConfig, RunConfig
 from probing.corpus.cache import load_corpus_cached
 from probing.extract import ensure_store
 from probing.tasks.base import RunOutput, TaskResult
-from probing.tasks.store_report import describe_store, store_use
+from probing.tasks.store_summary import describe_store, store_use
 
 log = logging.getLogger(__name__)
 

@@ -17,21 +17,21 @@ from typing import Any, Iterator
 import pandas as pd
 
 from probing import schema
-from probing.analysis.distances import distance_table, head_distances, mds_embedding
-from probing.analysis.head_accuracy import accuracy_table, count_relations
-from probing.analysis.patterns import attention_patterns, layer_means
-from probing.analysis.rows import rows_convention
-from probing.analysis.trees import tree_scores
 from probing.config import DataConfig, Direction, ExtractConfig, HeadsConfig, LabelSet, ModelConfig, RunConfig
 from probing.corpus import Corpus
 from probing.corpus.cache import load_corpus_cached
 from probing.errors import ProbingError
 from probing.extract import ensure_store
-from probing.report import run_figures
+from probing.figures import heads as run_figures
+from probing.heads.distances import distance_table, head_distances, mds_embedding
+from probing.heads.head_accuracy import accuracy_table, count_relations
+from probing.heads.patterns import attention_patterns, layer_means
+from probing.heads.rows import rows_convention
+from probing.heads.trees import tree_scores
 from probing.schema import ALL
 from probing.store import AttentionStore
 from probing.tasks.base import RunOutput, TaskResult
-from probing.tasks.store_report import describe_store, store_use
+from probing.tasks.store_summary import describe_store, store_use
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """``task=importance``: what does each head do for syntax? Heads are ablated through gates on their context
-vectors (:mod:`probing.mixing.gates`: ``importance.ablation=mean|zero``) and a readout measures the damage
+vectors (:mod:`probing.importance.gates`: ``importance.ablation=mean|zero``) and a readout measures the damage
 (``importance.readout``): a frozen relation probe's accuracy per relation, a frozen arc probe's UAS, the
 sentence embedding's cosine, or the model's own masked-LM loss on a fixed masked set (checkpoints with a
 masked-LM head only). ``importance.method``: single-head and leave-one-layer-in ablation, the gradient
@@ -27,8 +27,6 @@ import torch
 from omegaconf import OmegaConf
 
 from probing import schema
-from probing.analysis.bootstrap import resample_counts
-from probing.analysis.head_accuracy import RelationCounts, accuracy_table, count_relations
 from probing.config import (
     Ablation,
     DataConfig,
@@ -41,7 +39,7 @@ from probing.config import (
     LabelSet,
     Measure,
     ModelConfig,
-    Readout,
+    ReadoutKind,
     RunConfig,
 )
 from probing.corpus import Corpus
@@ -49,7 +47,10 @@ from probing.corpus.cache import load_corpus_cached
 from probing.encoder import architectures, load_encoder, model_label
 from probing.errors import ProbingError
 from probing.extract import ensure_store
-from probing.importance import figures
+from probing.figures import importance as figures
+from probing.heads.bootstrap import resample_counts
+from probing.heads.head_accuracy import RelationCounts, accuracy_table, count_relations
+from probing.importance.gates import head_means
 from probing.importance.inputs import make_batches
 from probing.importance.probes import fit_arc, fit_relation
 from probing.importance.pruning import gradient_order, order_settings, random_orders, removed_counts
@@ -62,12 +63,11 @@ from probing.importance.tables import (
     link_rows,
     normalised_gradient,
 )
-from probing.mixing.gates import head_means
 from probing.paths import absolute
 from probing.results import read_table
 from probing.tasks.base import RunOutput, TaskResult
 from probing.tasks.probe import SINGLE_SPLIT_KINDS
-from probing.tasks.store_report import store_use
+from probing.tasks.store_summary import store_use
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +141,7 @@ def _resampled_accuracy(counts: RelationCounts, directions: list[Direction], lh:
 
 def sentence_weights(n_sentences: int, imp: ImportanceConfig, seed: int) -> np.ndarray:
     """``(n, S)`` float resample counts over the evaluation sentences in corpus order (probing's bootstrap:
-    :func:`probing.analysis.bootstrap.resample_counts`, the draws of ``task=heads`` at the same seed)."""
+    :func:`probing.heads.bootstrap.resample_counts`, the draws of ``task=heads`` at the same seed)."""
     return resample_counts(n_sentences, imp.bootstrap, seed).astype(np.float64)
 
 
@@ -152,32 +152,32 @@ def _labels(method: str, layers, heads) -> list[dict]:
 def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: ImportanceConfig, heads: HeadsConfig,
         seed: int, out: RunOutput) -> TaskResult:
     """Every enabled importance computation of ``imp``, written through ``out``."""
-    readout_kind, method = Readout(imp.readout), ImportanceMethod(imp.method)
-    if readout_kind is Readout.mlm:
+    readout_kind, method = ReadoutKind(imp.readout), ImportanceMethod(imp.method)
+    if readout_kind is ReadoutKind.mlm:
         archs = architectures(model)
         if not has_mlm_head(archs) or model.random_init:
             raise mlm_unavailable(model_label(model), archs)
-    encoder = load_encoder(model, masked_lm=readout_kind is Readout.mlm)
+    encoder = load_encoder(model, masked_lm=readout_kind is ReadoutKind.mlm)
     net = encoder.model
-    if readout_kind is Readout.embedding and method is ImportanceMethod.gradient:
+    if readout_kind is ReadoutKind.embedding and method is ImportanceMethod.gradient:
         EmbeddingReadout().loss(None, None)  # raises the one-line reason
     want_ablation = method in (ImportanceMethod.ablation, ImportanceMethod.both)
-    want_gradient = method in (ImportanceMethod.gradient, ImportanceMethod.both) and readout_kind is not Readout.embedding
+    want_gradient = method in (ImportanceMethod.gradient, ImportanceMethod.both) and readout_kind is not ReadoutKind.embedding
     if method is ImportanceMethod.both and not want_gradient:
         log.info("importance.readout=embedding: no gradient importance (1 − cosine has zero gradient unablated)")
     t0 = time.perf_counter()
     seconds: dict[str, float] = {}
     train, corpus = splits(data, imp, extract.cache_dir)
     batches = make_batches(encoder, corpus, imp.batch_size, imp.max_batch_tokens)
-    if readout_kind is Readout.embedding:
+    if readout_kind is ReadoutKind.embedding:
         readout: Any = EmbeddingReadout()
-    elif readout_kind is Readout.mlm:
+    elif readout_kind is ReadoutKind.mlm:
         readout = MlmReadout(encoder.mlm_head, encoder.tokenizer.mask_token_id, imp.mlm_rate, seed)
         batches = readout.mask(batches)  # one masked copy, scored by every gated pass
     else:
         train_batches = make_batches(encoder, train, imp.batch_size, imp.max_batch_tokens)
-        fit = fit_relation if readout_kind is Readout.relation else fit_arc
-        extra = {} if readout_kind is Readout.relation else {"negatives": imp.arc_negatives}
+        fit = fit_relation if readout_kind is ReadoutKind.relation else fit_arc
+        extra = {} if readout_kind is ReadoutKind.relation else {"negatives": imp.arc_negatives}
         log.info("fitting the frozen %s probe on %d %s sentences ...", readout_kind, len(train), train.split)
         readout = fit(net, train, train_batches, corpus, extract.pooling, imp.C, imp.max_iter, seed=seed, **extra)
     seconds["probe"] = time.perf_counter() - t0
@@ -189,12 +189,12 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     ident = {"model": model_label(model), "corpus": corpus.name, "split": corpus.split, "readout": readout_kind.value,
              "ablation": Ablation(imp.ablation).value}
     metrics: dict[str, Any] = {**ident, "method": method.value, "eval_sentences": len(corpus),
-                               "train_sentences": len(train) if readout_kind in (Readout.relation, Readout.arc) else 0,
+                               "train_sentences": len(train) if readout_kind in (ReadoutKind.relation, ReadoutKind.arc) else 0,
                                "layers": n_layers, "heads": n_heads, "conventions": {
                                    "score": readout.metric, "groups": "UD labels as they are; root arcs not scored",
                                    "gradient": "E|dL/dxi| over sentences, divided by its L2 norm within each layer",
                                    "link": "Spearman over heads; interval: bootstrap over sentences"}}
-    if readout_kind is Readout.mlm:
+    if readout_kind is ReadoutKind.mlm:
         metrics["conventions"]["mlm"] = (f"round({imp.mlm_rate} x words) of each sentence (at least one; seeded by "
                                          "the run's seed and the sentence) masked, all their pieces set to the "
                                          "mask token, the same in every pass; loss per masked piece")
@@ -238,7 +238,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     if want_ablation:
         metrics.update(_headline(single, groups, keep, None, n_heads))
     accuracy = acc_samples = None
-    if corpus.has_trees and readout_kind is not Readout.embedding or imp.heads_run:
+    if corpus.has_trees and readout_kind is not ReadoutKind.embedding or imp.heads_run:
         t = time.perf_counter()
         accuracy, acc_samples = attention_accuracy(imp, heads, model, corpus, extract, stores, seed)
         seconds["attention_accuracy"] = time.perf_counter() - t

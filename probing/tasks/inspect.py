@@ -20,7 +20,6 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from probing.analysis.choices import choices_table, format_choices, head_choices, position_labels, top_heads
 from probing.config import (
     DataConfig,
     DataKind,
@@ -35,6 +34,7 @@ from probing.corpus import Sentence, load_corpus, seed_sentences
 from probing.encoder import load_encoder, model_label
 from probing.errors import ProbingError
 from probing.extract import extract_in_memory
+from probing.heads.choices import choices_table, format_choices, head_choices, position_labels, top_heads
 from probing.io import atomic_write_text
 from probing.report import inspector as views
 from probing.schema import INSPECT

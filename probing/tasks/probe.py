@@ -36,16 +36,16 @@ from probing.corpus.cache import load_corpus_cached
 from probing.encoder import model_label
 from probing.errors import ProbingError
 from probing.extract import Stored, ensure_store, stored
-from probing.probes.arc import run_arc
+from probing.probes.arc.probe import run_arc
 from probing.probes.data import ProbeResult, ProbeSplit
 from probing.probes.edge import run_edge
 from probing.probes.features import HeadSelection, select_heads, vector_selection
 from probing.probes.relation import run_relation
-from probing.probes.structural_run import run_structural
+from probing.probes.structural.run import run_structural
 from probing.results import read_metrics
 from probing.store import AttentionStore, VectorStore
 from probing.tasks.base import RunOutput, TaskResult
-from probing.tasks.store_report import describe_store, store_use
+from probing.tasks.store_summary import describe_store, store_use
 
 log = logging.getLogger(__name__)
 

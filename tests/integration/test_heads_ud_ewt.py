@@ -18,7 +18,7 @@ REQUIRED = ["det", "nsubj", "obj", "amod", "case", "advmod", "aux", "compound", 
 
 
 def resample_counts(n_sentences: int, n_resamples: int, seed: int, block: int = 64) -> np.ndarray:
-    """The documented draw of the bootstrap (probing/analysis/bootstrap.py): ``np.random.default_rng(seed)``,
+    """The documented draw of the bootstrap (probing/heads/bootstrap.py): ``np.random.default_rng(seed)``,
     then per block of up to 64 resamples one ``integers(0, S, size=(k, S))`` call, each row a resample of S
     sentences drawn with replacement. Returns how often each resample drew each sentence, ``(B, S)``."""
     rng = np.random.default_rng(seed)

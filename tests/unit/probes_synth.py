@@ -15,8 +15,8 @@ import numpy as np
 from probing.config import ProbeConfig
 from probing.corpus import Corpus, Sentence
 from probing.probes.data import ProbeSplit
-from probing.shards import ShardWriter
 from probing.store import AttentionStore, write_manifest
+from probing.store.shards import ShardWriter
 
 LABELS = ("nsubj", "obj", "det", "amod")
 LABEL_P = (0.55, 0.25, 0.12, 0.08)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from probing.corpus import generate_corpus, seed_sentences
-from probing.corpus.trees import tree_problem
+from probing.corpus.tree_checks import tree_problem
 
 
 def arcs(s):

@@ -4,7 +4,7 @@ import json
 import logging
 
 import pytest
-from analysis_store import build_store, synthetic_corpus
+from heads_store import build_store, synthetic_corpus
 from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 

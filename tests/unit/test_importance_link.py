@@ -3,11 +3,11 @@ Spearman interval over paired resamples, each against an independent computation
 
 import numpy as np
 import pandas as pd
-from analysis_store import build_store, synthetic_corpus
+from heads_store import build_store, synthetic_corpus
 from scipy.stats import spearmanr
 
-from probing.analysis.head_accuracy import count_relations
 from probing.config import Direction, HeadsConfig, ImportanceConfig, LabelSet
+from probing.heads.head_accuracy import count_relations
 from probing.importance.tables import link_rows
 from probing.schema import ALL
 from probing.tasks.importance import _resampled_accuracy, sentence_weights

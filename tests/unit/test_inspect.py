@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
-from probing.analysis.choices import choices_table, format_choices, head_choices, top_heads
 from probing.config import InspectConfig, RunConfig
 from probing.corpus import split_words
 from probing.errors import ProbingError
+from probing.heads.choices import choices_table, format_choices, head_choices, top_heads
 from probing.tasks.inspect import sentences_to_inspect, with_seed_tree
 
 

@@ -11,7 +11,7 @@ from probes_synth import probe_cfg, splits, tree_corpus, write_store
 from scipy.optimize import check_grad
 from sklearn.base import clone
 
-from probing.probes.arc import ArcData, ArcProbe, arc_loss, run_arc
+from probing.probes.arc.probe import ArcData, ArcProbe, arc_loss, run_arc
 from probing.probes.baselines import best_offset, majority_accuracy, offset_heads, right_branching_heads
 from probing.probes.features import select_heads
 

@@ -11,10 +11,10 @@ from probes_synth import splits, tree_corpus, write_store
 from scipy.optimize import minimize
 
 from probing.config import FeatureSet
-from probing.probes import arc_solver
-from probing.probes.arc import ArcProbe, arc_loss, fit_probes, local_index, word_index
-from probing.probes.arc_blocks import ArcData, StoreArcData
-from probing.probes.arc_solver import _block_loss_grad, evaluate, hessian_sample, n_params
+from probing.probes.arc import solver as arc_solver
+from probing.probes.arc.blocks import ArcData, StoreArcData
+from probing.probes.arc.probe import ArcProbe, arc_loss, fit_probes, local_index, word_index
+from probing.probes.arc.solver import _block_loss_grad, evaluate, hessian_sample, n_params
 from probing.probes.features import pair_features, root_features, select_heads
 from probing.probes.pairs import candidates, corpus_words, dependents
 
@@ -146,7 +146,7 @@ def test_store_predictions_are_the_in_memory_predictions(synth):
 def test_every_newton_iteration_is_logged_with_its_loss(caplog):
     """Issue 12: the full-data arc probe ran for minutes with nothing printed."""
     data = _random_data(5)
-    with caplog.at_level("INFO", logger="probing.probes.arc_solver"):
+    with caplog.at_level("INFO", logger="probing.probes.arc.solver"):
         fit_probes([ArcProbe(), ArcProbe()], data, [data.gold, np.full(data.n_dependents, -1)],
                    names=("task", "control"))
     lines = [r.getMessage() for r in caplog.records]

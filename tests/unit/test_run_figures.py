@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 from PIL import Image
 
-from probing.report.run_figures import relation_heatmaps
+from probing.figures.heads import relation_heatmaps
 
 
 def table(best: dict[str, tuple[int, int]]) -> pd.DataFrame:

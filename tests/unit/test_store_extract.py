@@ -17,8 +17,8 @@ from probing.config import ExtractConfig
 from probing.corpus import Corpus, Sentence
 from probing.extract import extract
 from probing.io import write_json
-from probing.shards import ShardWriter
 from probing.store import AttentionStore, write_manifest
+from probing.store.shards import ShardWriter
 
 TEXTS = [
     "the cat sat on the mat .", "i am going to deposit my money at the bank .", "the dog saw a big red house",

@@ -15,8 +15,8 @@ from probing.config import ExtractConfig
 from probing.corpus import Corpus, Sentence
 from probing.errors import StoreError
 from probing.extract import extract
-from probing.shards import ShardWriter, checksum
 from probing.store import AttentionStore, write_manifest
+from probing.store.shards import ShardWriter, checksum
 
 TEXTS = ["the cat sat on the mat .", "i am going to deposit my money at the bank .", "the dog saw a big red house",
          "unbelievably happy", "the cat", "a dog saw the cat on the mat , running happily", "my money", "the bank"]

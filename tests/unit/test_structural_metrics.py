@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from probing.probes.structural_metrics import (
+from probing.probes.structural.metrics import (
     dspr,
     gold_edges,
     length_averaged,

@@ -8,7 +8,7 @@ import pytest
 import torch
 from test_structural_metrics import random_tree
 
-from probing.probes.structural import (
+from probing.probes.structural.probe import (
     DepthProbe,
     DistanceProbe,
     Regimen,
@@ -125,7 +125,7 @@ def test_distance_probe_forward_matches_explicit_differences():
 
 def test_every_epoch_is_logged(caplog):
     train, dev = planted(40, 0, True), planted(20, 1, True)
-    with caplog.at_level("INFO", logger="probing.probes.structural"):
+    with caplog.at_level("INFO", logger="probing.probes.structural.probe"):
         StructuralProbe("depth", Regimen(max_epochs=2)).fit(train, dev)
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2 and lines[1].startswith("depth probe epoch 1: train loss ")

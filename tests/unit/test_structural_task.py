@@ -65,7 +65,7 @@ def test_max_train_arcs_keeps_whole_sentences_up_to_that_many_words():
     import numpy as np
 
     from probing.probes.data import ProbeSplit
-    from probing.probes.structural_run import train_subset
+    from probing.probes.structural.run import train_subset
 
     store = SimpleNamespace(n_words=np.array([5, 3, 8, 2, 7, 4]))
     split = ProbeSplit("train", None, store, np.array([0, 1, 2, 3, 4, 5]))

@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
-from analysis_store import build_store, synthetic_corpus
+from heads_store import build_store, synthetic_corpus
 
-from probing.analysis.bootstrap import percentile_interval, resample_counts
-from probing.analysis.head_accuracy import accuracy_table, collapse, count_relations
 from probing.config import Direction, HeadsConfig, LabelSet
 from probing.corpus.sentence import base_relation
+from probing.heads.bootstrap import percentile_interval, resample_counts
+from probing.heads.head_accuracy import accuracy_table, collapse, count_relations
 from probing.schema import ALL, best_heads
 
 DIRS = [Direction.dep_to_head, Direction.head_to_dep]

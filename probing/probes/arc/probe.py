@@ -4,9 +4,9 @@ For dependent i and candidate head j, ``score(i, j) = sum_k w_k A_k[i, j] + u_k 
 heads k (the columns of ``X``). ROOT is scored from attention to and from the special tokens with weights of
 its own plus a bias, ``score(i, ROOT) = sum_k r_k A_k[i, specials] + v_k A_k[specials, i] + b`` (``R``): the
 paper does not say how ROOT is scored, and [SEP]/[CLS] carry most of many heads' mass, so sharing w would
-tie the two. Trained by a damped Newton method (:mod:`probing.probes.arc_solver`) on the mean cross-entropy
+tie the two. Trained by a damped Newton method (:mod:`probing.probes.arc.solver`) on the mean cross-entropy
 plus an L2 penalty with scikit-learn's convention for ``C`` (smaller C = stronger penalty; the bias is not
-penalised). Features come in blocks built from the store (:mod:`probing.probes.arc_blocks`), so a probe on all
+penalised). Features come in blocks built from the store (:mod:`probing.probes.arc.blocks`), so a probe on all
 of a treebank never holds its whole design matrix.
 """
 
@@ -21,8 +21,8 @@ from sklearn.base import BaseEstimator
 from threadpoolctl import threadpool_limits
 
 from probing.config import LabelSet
-from probing.probes.arc_blocks import ArcBlocks, ArcData, StoreArcData
-from probing.probes.arc_solver import Fit, block_log_proba, block_predict, evaluate, newton
+from probing.probes.arc.blocks import ArcBlocks, ArcData, StoreArcData
+from probing.probes.arc.solver import Fit, block_log_proba, block_predict, evaluate, newton
 from probing.probes.baselines import best_offset, offset_heads, right_branching_heads
 from probing.probes.control import control_heads
 from probing.probes.data import ProbeResult, ProbeSplit, punct_tags, subsample_rows

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from probing.corpus import Corpus, Sentence
-from probing.shards import ShardWriter
 from probing.store import AttentionStore, write_manifest
+from probing.store.shards import ShardWriter
 
 RELS = ["det", "nsubj", "obj", "nmod", "nmod:poss", "punct"]
 

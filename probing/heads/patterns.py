@@ -5,7 +5,7 @@ Per head, the mean over attending rows of: the attention to the special position
 position and itself, and the entropy of the row (nats) beside the entropy of uniform attention over the same
 positions. Positions are the full sequence (special tokens kept), so the last word's next position is [SEP].
 A store whose rows are not distributions (``norm``, ``norm_layer``) has its rows normalised first
-(:mod:`probing.analysis.rows`): its patterns are shares of each row's total.
+(:mod:`probing.heads.rows`): its patterns are shares of each row's total.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 from scipy.special import entr
 
-from probing.analysis.rows import distributions
 from probing.config import PatternRows
 from probing.corpus import Corpus
+from probing.heads.rows import distributions
 from probing.progress import progress
 from probing.schema import PATTERN_METRICS as METRICS
 from probing.schema import RUN_KEYS

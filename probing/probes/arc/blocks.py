@@ -24,7 +24,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from probing.config import FeatureSet
-from probing.probes import arc_kernels
+from probing.probes.arc import kernels as arc_kernels
 from probing.probes.features import HeadSelection, feature_directions, feature_offsets
 from probing.store import AttentionStore
 
@@ -210,7 +210,7 @@ class StoreArcData:
         """Summed cross-entropy ``(P,)`` and gradient ``(P, n_params)`` of probes ``thetas`` (gold heads
         ``golds`` ``(P, D)``, block-local) over every dependent, in one pass that writes no feature rows:
         per group of sentences, their cells ``C`` ``(cells, K)``, scores ``C @ W``, coefficients ``G`` from the
-        softmax, gradient ``C.T @ G`` (:mod:`probing.probes.arc_kernels`)."""
+        softmax, gradient ``C.T @ G`` (:mod:`probing.probes.arc.kernels`)."""
         n_p, k, f = len(thetas), len(self.planes), self.n_features
         n_blocks = f // k  # (offset, direction) blocks of K weights
         # W[:, (b * P) + q] = probe q's weights of block b

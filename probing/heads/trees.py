@@ -15,9 +15,9 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from probing.analysis.cle import chu_liu_edmonds_batch
 from probing.config import Direction
 from probing.corpus import Corpus
+from probing.heads.cle import chu_liu_edmonds_batch
 from probing.progress import progress
 from probing.store import AttentionStore
 

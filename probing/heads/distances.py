@@ -3,7 +3,7 @@
 The distance between heads g and h is the Jensen-Shannon distance (the square root of the JS divergence,
 base 2, so in [0, 1]) between their attention distributions, averaged over every attending word of the
 sentences used; each distribution spans the full sequence (special tokens kept; rows of a store that are
-not distributions, ``norm`` and ``norm_layer``, are normalised first: :mod:`probing.analysis.rows`). The
+not distributions, ``norm`` and ``norm_layer``, are normalised first: :mod:`probing.heads.rows`). The
 heads are then embedded in two dimensions with metric MDS on the precomputed distances (:func:`smacof`,
 scikit-learn's algorithm without its import).
 
@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 import pandas as pd
 
-from probing.analysis.rows import distributions
+from probing.heads.rows import distributions
 from probing.progress import progress
 from probing.store import AttentionStore
 

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 from scipy.spatial.distance import jensenshannon
 
-from probing.analysis.distances import head_distances
-from probing.analysis.patterns import attention_patterns
-from probing.analysis.rows import ROWS_NORMALISED, distributions, rows_convention
 from probing.config import Measure, PatternRows
 from probing.corpus import Corpus, Sentence
-from probing.shards import ShardWriter
+from probing.heads.distances import head_distances
+from probing.heads.patterns import attention_patterns
+from probing.heads.rows import ROWS_NORMALISED, distributions, rows_convention
 from probing.store import AttentionStore, write_manifest
+from probing.store.shards import ShardWriter
 
 # one layer, two heads over [CLS] w0 w1 (rows sum to 1)
 A = np.array([[[[0.5, 0.25, 0.25], [0.2, 0.3, 0.5], [0.6, 0.2, 0.2]],

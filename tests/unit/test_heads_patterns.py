@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
-from analysis_store import build_store, synthetic_corpus
+from heads_store import build_store, synthetic_corpus
 from scipy.spatial.distance import jensenshannon
 
-from probing.analysis.distances import distance_table, head_distances, js_distance_sums, mds_embedding, smacof
-from probing.analysis.patterns import METRICS, attention_patterns, layer_means, sentence_patterns
 from probing.config import PatternRows
+from probing.heads.distances import distance_table, head_distances, js_distance_sums, mds_embedding, smacof
+from probing.heads.patterns import METRICS, attention_patterns, layer_means, sentence_patterns
 
 
 def test_patterns_hand_worked():

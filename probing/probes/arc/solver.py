@@ -22,7 +22,7 @@ from scipy import sparse
 from scipy.linalg import blas
 from threadpoolctl import threadpool_limits
 
-from probing.probes.arc_blocks import ArcBlock, ArcBlocks
+from probing.probes.arc.blocks import ArcBlock, ArcBlocks
 
 log = logging.getLogger(__name__)
 

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from analysis_store import build_store, synthetic_corpus
+from heads_store import build_store, synthetic_corpus
 from scipy.sparse.csgraph import minimum_spanning_tree
 
-from probing.analysis.trees import chain_heads, max_arborescence, sentence_trees, tree_scores, undirected_mst
+from probing.heads.trees import chain_heads, max_arborescence, sentence_trees, tree_scores, undirected_mst
 
 
 def test_cle_contracts_a_cycle_hand_worked():

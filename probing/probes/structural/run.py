@@ -18,7 +18,7 @@ import pandas as pd
 from probing.config import to_plain
 from probing.probes.data import ProbeResult, ProbeSplit, punct_tags
 from probing.probes.features import HeadSelection, word_vectors
-from probing.probes.structural import Regimen, Sentences, StructuralProbe, score_by_length
+from probing.probes.structural.probe import Regimen, Sentences, StructuralProbe, score_by_length
 from probing.store import VectorStore
 
 

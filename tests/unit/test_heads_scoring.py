@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from probing.analysis.scoring import (
+from probing.heads.scoring import (
     as_ordered,
     head_correct,
     offset_correct,

@@ -12,7 +12,7 @@ Layout of a store directory::
     manifest.json      written last: the store is complete exactly when it exists; it records every
                        shard's size, checksum and sentence count
 
-Shards are written by :class:`~probing.shards.ShardWriter`: each ``.bin`` is renamed into place before its
+Shards are written by :class:`~probing.store.shards.ShardWriter`: each ``.bin`` is renamed into place before its
 ``.json``, and each file is written to a temporary name first, so a crash leaves either a whole shard or
 nothing that is read. A rerun resumes
 from the complete shards. ``M = prefix + n_words + suffix`` positions: the model's special tokens stay.
@@ -35,7 +35,7 @@ import numpy as np
 from probing.config import Measure
 from probing.errors import StoreError
 from probing.io import write_json
-from probing.shards import (
+from probing.store.shards import (
     DTYPES,
     MANIFEST,
     checksum,

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from probing.probes.structural_metrics import (
+from probing.probes.structural.metrics import (
     dspr,
     many,
     nspr,
