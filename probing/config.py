@@ -108,11 +108,12 @@ class TaskName(Choice):
 
 class ReadoutKind(Choice):
     """What ``task=importance`` measures when heads are ablated: a frozen ``relation`` probe's accuracy per
-    relation, a frozen ``arc`` probe's UAS, the sentence ``embedding`` (mean of the last hidden state over all
-    positions, specials included; 1 − cosine), or the masked-LM loss (``mlm``, models with an MLM head)."""
+    relation, a frozen ``attachment`` probe's UAS (which word is each word's head: a pair classifier on word
+    vectors, not the attention-only ``probe=arc``), the sentence ``embedding`` (mean of the last hidden state over
+    all positions, specials included; 1 − cosine), or the masked-LM loss (``mlm``, models with an MLM head)."""
 
     relation = "relation"
-    arc = "arc"
+    attachment = "attachment"
     embedding = "embedding"
     mlm = "mlm"
 
@@ -384,7 +385,7 @@ class ImportanceConfig(SplitSettings, BootstrapSettings):
     train_sentences: Optional[int] = 4000  # first N train sentences for the probe (None: all)
     C: float = 1.0  # the probes' inverse L2 strength
     max_iter: int = 500
-    arc_negatives: int = 5  # arc probe: wrong candidate heads drawn per dependent for training
+    attachment_negatives: int = 5  # arc probe: wrong candidate heads drawn per dependent for training
     mlm_rate: float = 0.15  # mlm readout: share of each sentence's words masked (seeded, same in every ablation)
     min_count: int = 50  # relations with fewer evaluation arcs are not reported (``all`` always is)
     layer_in: bool = True  # leave-one-layer-in: every head outside one layer ablated
@@ -460,7 +461,7 @@ TASK_SUMMARY: dict[TaskName, str] = {
     TaskName.probe: "one probe (probe=relation|arc|edge|distance|depth) on attention or vectors, with its "
                     "control task",
     TaskName.inspect: "the sentences of data (text=\"...\": one sentence), every head: where each word looks",
-    TaskName.importance: "ablate every head against a frozen readout (importance.readout=relation|arc|embedding|"
+    TaskName.importance: "ablate every head against a frozen readout (importance.readout=relation|attachment|embedding|"
                          "mlm), gradient importance, pruning curves",
 }
 

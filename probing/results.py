@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 import pandas as pd
 
+from probing import schema
 from probing.io import atomic_write_bytes, write_json
 from probing.schema import METRICS_FILE, RUN_META_FILE
 
@@ -35,10 +36,13 @@ def read_table(run_dir: Path, name: str) -> Optional[pd.DataFrame]:
     """A table of a run dir (Parquet when present, else CSV), or None."""
     run_dir = Path(run_dir)
     if (run_dir / f"{name}.parquet").is_file():
-        return pd.read_parquet(run_dir / f"{name}.parquet")
-    if (run_dir / f"{name}.csv").is_file():
-        return pd.read_csv(run_dir / f"{name}.csv")
-    return None
+        df = pd.read_parquet(run_dir / f"{name}.parquet")
+    elif (run_dir / f"{name}.csv").is_file():
+        df = pd.read_csv(run_dir / f"{name}.csv")
+    else:
+        return None
+    # run dirs written before a column was renamed read with today's names
+    return df.rename(columns={k: v for k, v in schema.RENAMED_COLUMNS.items() if k in df.columns})
 
 
 def _read_yaml(path: Path) -> Any:

@@ -18,6 +18,9 @@ from probing.config import ProbeKind
 # ---- columns -------------------------------------------------------------------------------------------
 RUN_KEYS = ("model", "corpus", "split", "measure")  # every per-run table starts with these (measure: the map read)
 LAYER, HEAD = "layer", "head"
+# columns renamed since run dirs were first written: old name -> name today (results.read_table renames them)
+RENAMED_COLUMNS = {"diff": "gain", "diff_ci_low": "gain_ci_low", "diff_ci_high": "gain_ci_high",
+                   "heads": "head_set"}
 ALL = "all"  # the relation that pools every arc (and the heads label of a probe over every head)
 # attention-pattern metrics, in table order (``patterns`` is wide: one column each)
 PATTERN_METRICS = ("cls", "sep", "punct", "next", "prev", "self", "entropy", "uniform_entropy")
@@ -39,7 +42,7 @@ def _t(name: str, keys: Sequence[str], metrics: Sequence[str], doc: str) -> Tabl
 
 _HEAD_ACC = ("n", "correct", "accuracy", "ci_low", "ci_high")
 HEADS = _t("heads", RUN_KEYS + ("label_set", "relation", "direction", LAYER, HEAD),
-           _HEAD_ACC + ("baseline_offset", "baseline_accuracy", "diff", "diff_ci_low", "diff_ci_high"),
+           _HEAD_ACC + ("baseline_offset", "baseline_accuracy", "gain", "gain_ci_low", "gain_ci_high"),
            "accuracy of every head per relation and direction, with its bootstrap CI and the best offset baseline")
 BASELINES = _t("baselines", RUN_KEYS + ("label_set", "relation", "offset"), _HEAD_ACC + ("best",),
                "accuracy of every fixed offset (head = word + offset) per relation")
@@ -52,7 +55,8 @@ HEAD_DISTANCES = _t("head_distances", RUN_KEYS + ("layer_a", "head_a", "layer_b"
 HEAD_MDS = _t("head_mds", RUN_KEYS + (LAYER, HEAD), ("x", "y"), "2-D metric MDS of the head distances")
 TREES = _t("trees", RUN_KEYS + ("method", "direction", LAYER, HEAD), ("uas", "uuas"),
            "spanning trees decoded from single heads, beside branching baselines")
-PROBE_IDENT = ("model", "corpus", "train_split", "eval_split", "measure", "probe", LAYER, HEAD, "heads")
+PROBE_IDENT = ("model", "corpus", "train_split", "eval_split", "features", "measure", "probe", LAYER, HEAD,
+               "head_set")
 PROBE_SCORES = _t("probe_scores", PROBE_IDENT + ("metric",), ("value",), "a probe run's headline numbers, long")
 RELATION_F1 = _t("relation_f1", PROBE_IDENT + ("relation", "probe"), ("support", "precision", "recall", "f1"),
                  "relation probe: per-relation scores")

@@ -94,7 +94,8 @@ def collect(sweep_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame, list[str]]:
         ident = {
             "job": str(job.relative_to(sweep_dir)), "task": _get(cfg, "task.name"),
             "probe": _get(cfg, "probe.kind"), "model": _label(metrics, "model", _get(cfg, "model.name")),
-            "data": _get(cfg, "data.name"), "measure": _label(metrics, "measure", None),
+            "data": _get(cfg, "data.name"), "features": _label(metrics, "features", None),
+            "measure": _label(metrics, "measure", None),
             "layer": _get(cfg, "probe.layer"), "head": _get(cfg, "probe.head"),
         }
         ident.update({k: ov.get(k, _get(cfg, k)) for k in swept if k not in _AXES})

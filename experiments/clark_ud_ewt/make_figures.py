@@ -44,10 +44,10 @@ def markdown(best: pd.DataFrame) -> str:
     lines = ["| relation | n | head (layer-head, 0-based) | direction | accuracy [95% CI] | best baseline (offset) "
              "| difference [95% CI] |", "|---|---:|---|---|---|---|---|"]
     for r in b.itertuples():
-        mark = "**" if r.diff_ci_low > 0 else ""
+        mark = "**" if r.gain_ci_low > 0 else ""
         lines.append(f"| {mark}{r.relation}{mark} | {r.n} | {r.layer}-{r.head} | {r.direction} | "
                      f"{r.accuracy:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}] | {r.baseline_accuracy:.3f} "
-                     f"({r.baseline_offset:+d}) | {r.diff:+.3f} [{r.diff_ci_low:+.3f}, {r.diff_ci_high:+.3f}] |")
+                     f"({r.baseline_offset:+d}) | {r.gain:+.3f} [{r.gain_ci_low:+.3f}, {r.gain_ci_high:+.3f}] |")
     return "\n".join(lines)
 
 

@@ -53,6 +53,15 @@ def ud_ewt_path(directory: str, split: str) -> Path:
     return path
 
 
+def split_name(data: dict) -> str:
+    """The split a corpus built from a data config (as a plain dict) carries: ``seed<N>`` for the grammar (its
+    sentences are the seed's), none for raw text, ``data.split`` otherwise."""
+    kind = str(data.get("kind"))
+    if kind == "grammar":
+        return f"seed{data.get('grammar_seed', data.get('seed', 0))}"
+    return "" if kind == "text" else str(data.get("split") or "")
+
+
 def load_corpus(cfg, split: Optional[str] = None) -> Corpus:
     """Build the corpus a :class:`~probing.config.DataConfig` describes (``split`` overrides ``cfg.split``)."""
     kind = enum_value(cfg.kind)

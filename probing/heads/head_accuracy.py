@@ -223,7 +223,7 @@ def accuracy_table(counts: RelationCounts, directions: Sequence[Direction], offs
                 "layer": layer, "head": head, "n": n, "correct": correct[j].astype(np.int64),
                 "accuracy": correct[j] / n, "ci_low": acc_ci[0][j], "ci_high": acc_ci[1][j],
                 "baseline_offset": int(offsets[best]), "baseline_accuracy": off[best] / n,
-                "diff": correct[j] / n - off[best] / n, "diff_ci_low": diff_ci[0][j], "diff_ci_high": diff_ci[1][j],
+                "gain": correct[j] / n - off[best] / n, "gain_ci_low": diff_ci[0][j], "gain_ci_high": diff_ci[1][j],
             }))
         base_rows.append(pd.DataFrame({
             "label_set": str(counts.label_set), "relation": name, "offset": np.asarray(offsets, dtype=np.int64),

@@ -1,4 +1,4 @@
-"""The frozen probes of the ``relation`` and ``arc`` readouts, fitted once on the unablated model's
+"""The frozen probes of the ``relation`` and ``attachment`` readouts, fitted once on the unablated model's
 final-layer word vectors of the training split (scikit-learn, standardised features), then folded into plain
 weights so that a gated pass is scored by tensor code."""
 
@@ -15,7 +15,7 @@ from sklearn.preprocessing import StandardScaler
 from probing.config import Pooling
 from probing.corpus import Corpus
 from probing.importance.inputs import Batch, position_vectors
-from probing.importance.readouts import ArcReadout, RelationReadout
+from probing.importance.readouts import AttachmentReadout, RelationReadout
 
 log = logging.getLogger(__name__)
 
@@ -89,8 +89,8 @@ def fit_relation(model: torch.nn.Module, train: Corpus, batches: Sequence[Batch]
     return RelationReadout(eval_corpus, pooling, w, b, [str(c) for c in clf.classes_])
 
 
-def fit_arc(model: torch.nn.Module, train: Corpus, batches: Sequence[Batch], eval_corpus: Corpus,
-            pooling: Pooling, C: float, max_iter: int, negatives: int, seed: int) -> ArcReadout:
+def fit_attachment(model: torch.nn.Module, train: Corpus, batches: Sequence[Batch], eval_corpus: Corpus,
+            pooling: Pooling, C: float, max_iter: int, negatives: int, seed: int) -> AttachmentReadout:
     """A binary logistic probe on ``[x_i; x_j; x_i ⊙ x_j]``: the gold head of every non-root word of
     ``train`` against ``negatives`` other words of its sentence drawn at random. The pairs are gathered into
     one float32 matrix and standardised in place (all of EWT train: 1.1M pairs, 5 GB, held once)."""
@@ -116,9 +116,9 @@ def fit_arc(model: torch.nn.Module, train: Corpus, batches: Sequence[Batch], eva
     X, y = rows.matrix(), np.concatenate(ys)
     scaler = _standardise(X)
     clf = LogisticRegression(C=C, max_iter=max_iter, random_state=seed).fit(X, y)
-    log.info("arc probe: %d training pairs (%d positive)", len(y), int(y.sum()))
+    log.info("attachment probe: %d training pairs (%d positive)", len(y), int(y.sum()))
     w, b = _fold(scaler, clf.coef_[0], clf.intercept_)
-    return ArcReadout(eval_corpus, pooling, w, float(b[0]))
+    return AttachmentReadout(eval_corpus, pooling, w, float(b[0]))
 
 
 def _max_arcs(train: Corpus, batches: Sequence[Batch]) -> int:

@@ -87,12 +87,12 @@ def _ce(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return torch.where(known, torch.logsumexp(logits, -1) - picked, torch.zeros_like(picked))
 
 
-class _ArcReadout:
+class _PairReadout:
     """Shared by the relation and arc readouts: arcs of a batch, sums per group."""
 
     def __init__(self, corpus: Corpus, pooling: Pooling, classes: dict[str, int]):
         if not corpus.has_trees:
-            raise ProbingError(f"importance readouts relation and arc need gold trees; {corpus.name} has none")
+            raise ProbingError(f"importance readouts relation and attachment need gold trees; {corpus.name} has none")
         self.corpus, self.pooling, self.classes = corpus, Pooling(pooling), classes
         self.groups = relation_groups(corpus)
         self._gid = {r: i for i, r in enumerate(self.groups)}
@@ -124,7 +124,7 @@ class _ArcReadout:
         return Stats(_group_sums(correct.float(), arcs, b, g), n, _group_sums(ce, arcs, b, g))
 
 
-class RelationReadout(_ArcReadout):
+class RelationReadout(_PairReadout):
     """A frozen linear probe from ``[x_dep; x_head]`` (final-layer word vectors) to the UD label."""
 
     metric = "accuracy"
@@ -141,7 +141,7 @@ class RelationReadout(_ArcReadout):
         return feats @ w.T + bias, arcs, arcs.label
 
 
-class ArcReadout(_ArcReadout):
+class AttachmentReadout(_PairReadout):
     """A frozen probe scoring every word j as the head of word i: ``a·x_i + c·x_j + (e ⊙ x_i)·x_j + β``
     (a linear model on ``[x_i; x_j; x_i ⊙ x_j]``); the prediction is the best-scoring other word (UAS)."""
 
@@ -255,4 +255,4 @@ def mlm_unavailable(model_name: str, architectures: list[str]) -> ProbingError:
     """The one-line error for ``readout=mlm`` on a model without a masked-LM head."""
     arch = ", ".join(architectures) or "no architectures listed"
     return ProbingError(f"importance.readout=mlm: model {model_name} ({arch}) has no masked-LM head; use "
-                        "importance.readout=relation, arc or embedding")
+                        "importance.readout=relation, attachment or embedding")

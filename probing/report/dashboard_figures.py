@@ -94,7 +94,7 @@ def heads_figures(sources: Sequence[Any]) -> list[Fig]:
                              "[%{customdata[0]:.3f}, %{customdata[1]:.3f}]<br>n %{customdata[2]}<br>"
                              "baseline %{customdata[3]:.3f} (offset %{customdata[4]})"
                              + ("<br>gain CI [%{customdata[5]:.3f}, %{customdata[6]:.3f}]"
-                                if "diff_ci_low" in df.columns else ""))
+                                if "gain_ci_low" in df.columns else ""))
                     custom = np.round(np.stack(extra + [acc], axis=-1), 4)
                     fig["data"].append(P.on(P.heatmap(z, "coloraxis" if r == 1 else "coloraxis2", hover, custom),
                                            r, c, len(cols)))
@@ -117,8 +117,8 @@ def _head_cells(df: pd.DataFrame, shape: tuple[int, int]) -> tuple[np.ndarray, l
     """The accuracy grid of one heatmap and the grids its hover shows (NaN for a column the table lacks)."""
     acc = grid(df, "accuracy", *shape)
     extra = [grid(df, col, *shape) if col in df.columns else np.full_like(acc, np.nan)
-             for col in ("ci_low", "ci_high", "n", "baseline_accuracy", "baseline_offset", "diff_ci_low",
-                         "diff_ci_high")]
+             for col in ("ci_low", "ci_high", "n", "baseline_accuracy", "baseline_offset", "gain_ci_low",
+                         "gain_ci_high")]
     return acc, extra
 
 
@@ -151,8 +151,6 @@ def best_heads(sources: Sequence[Any]) -> pd.DataFrame:
             best["measure"] = s.measure
         if "baseline_accuracy" in best.columns:
             best["gain"] = best["accuracy"] - best["baseline_accuracy"]
-        if {"diff_ci_low", "diff_ci_high"} <= set(best.columns):  # the bootstrap interval of the gain
-            best["gain_ci_low"], best["gain_ci_high"] = best["diff_ci_low"], best["diff_ci_high"]
         rows.append(best)
     if not rows:
         return pd.DataFrame()

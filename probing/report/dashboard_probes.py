@@ -37,15 +37,18 @@ _COLS = 3  # panels per row of the per-layer curves
 
 def probe_rows(src: Any) -> Optional[pd.DataFrame]:
     """A source's probe rows with a ``kind``, a ``features`` (attention, hidden, heads) and a ``model``
-    column, layer and head numeric (None: no probe rows). ``features`` is the rows' ``measure`` (what
-    the probe read), else the swept ``probe.features``, else the run config's."""
+    column, layer and head numeric (None: no probe rows). ``features`` is the rows' own column, else (run dirs
+    written before it) their ``measure`` when it names vectors, else the swept ``probe.features``, else the
+    run config's."""
     df = src.probes
     if df is None or not len(df):
         return None
     cfg_probe = src.config.get("probe") or {}
     kind = df["probe"].astype(str) if "probe" in df.columns else str(cfg_probe.get("kind", "probe"))
     vectors = {f.value for f in Features} - {Features.attention.value}
-    if "measure" in df.columns and df["measure"].notna().any():
+    if "features" in df.columns and df["features"].notna().any():
+        features = df["features"].astype(str)
+    elif "measure" in df.columns and df["measure"].notna().any():
         read = df["measure"].astype(str)
         features = read.where(read.isin(vectors), Features.attention.value)
     elif "probe.features" in df.columns:
@@ -153,6 +156,8 @@ def _attention_grids(model: str, kind: str, sources: Sequence[Any]
 
 
 def _attention_only(df: pd.DataFrame) -> pd.DataFrame:
+    if "features" in df.columns:
+        return df[df["features"].astype(str) == Features.attention.value]
     return df[df["measure"].astype(str) == Measure.attention.value] if "measure" in df.columns else df
 
 

@@ -15,6 +15,7 @@ from typing import Any, Optional
 import pandas as pd
 
 from probing import schema
+from probing.corpus import split_name
 from probing.results import read_metrics, read_run_config, read_table
 
 log = logging.getLogger(__name__)
@@ -253,8 +254,8 @@ def source_label(src: Source, sweep: bool = False) -> str:
     model = model or (cfg.get("model") or {}).get("name")
     corpus = corpus or (cfg.get("data") or {}).get("name")
     if split is None:  # a probe is scored on probe.eval_split, not data.split
-        section = "probe" if (cfg.get("task") or {}).get("name") == "probe" else "data"
-        split = (cfg.get(section) or {}).get("eval_split" if section == "probe" else "split")
+        probe = (cfg.get("task") or {}).get("name") == "probe"
+        split = (cfg.get("probe") or {}).get("eval_split") if probe else split_name(cfg.get("data") or {})
     text = " · ".join(str(x) for x in (model, " ".join(str(y) for y in (corpus, split) if y)) if x)
     if sweep:
         return f"{text} (sweep {src.path.name})" if text else f"sweep {src.path.name}"

@@ -121,8 +121,8 @@ def best_summary(best: pd.DataFrame) -> dict:
             "direction": r["direction"], "layer": int(r["layer"]), "head": int(r["head"]), "n": int(r["n"]),
             "accuracy": float(r["accuracy"]), "ci_low": r["ci_low"], "ci_high": r["ci_high"],
             "baseline_offset": int(r["baseline_offset"]), "baseline_accuracy": float(r["baseline_accuracy"]),
-            "diff_ci_low": r["diff_ci_low"], "diff_ci_high": r["diff_ci_high"],
-            "beats_baseline": bool(r["diff_ci_low"] > 0) if pd.notna(r["diff_ci_low"]) else None,
+            "gain_ci_low": r["gain_ci_low"], "gain_ci_high": r["gain_ci_high"],
+            "beats_baseline": bool(r["gain_ci_low"] > 0) if pd.notna(r["gain_ci_low"]) else None,
         }
     return out
 
@@ -141,8 +141,8 @@ def best_table_text(best: pd.DataFrame) -> str:
     rows = [{"relation": r.relation, "n": int(r.n), "best head": f"{int(r.layer)}-{int(r.head)}",
              "direction": r.direction, "accuracy": f"{r.accuracy:.3f}", "95% CI": ci(r.ci_low, r.ci_high),
              "baseline": f"{r.baseline_accuracy:.3f} ({int(r.baseline_offset):+d})",
-             "diff CI": ci(r.diff_ci_low, r.diff_ci_high),
-             "beats": "" if pd.isna(r.diff_ci_low) else ("yes" if r.diff_ci_low > 0 else "no")}
+             "gain CI": ci(r.gain_ci_low, r.gain_ci_high),
+             "beats": "" if pd.isna(r.gain_ci_low) else ("yes" if r.gain_ci_low > 0 else "no")}
             for r in b.itertuples()]
     return pd.DataFrame(rows).to_string(index=False)
 
@@ -172,8 +172,8 @@ def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, seed: int, ou
     title = f"{ident['model']} · {ident['corpus']} {ident['split']}"
     idx = store.indices
     directions, offsets = list(h.directions), [int(o) for o in h.offsets]
-    metrics: dict[str, Any] = {**ident, "sentences": int(len(idx)), "layers": store.num_layers,
-                               "heads": store.num_heads}
+    metrics: dict[str, Any] = {**ident, "sentences": int(len(idx)), "n_layers": store.num_layers,
+                               "n_heads": store.num_heads}
     seconds: dict[str, float] = {}
 
     @contextmanager

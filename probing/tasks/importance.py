@@ -1,6 +1,6 @@
 """``task=importance``: what does each head do for syntax? Heads are ablated through gates on their context
 vectors (:mod:`probing.importance.gates`: ``importance.ablation=mean|zero``) and a readout measures the damage
-(``importance.readout``): a frozen relation probe's accuracy per relation, a frozen arc probe's UAS, the
+(``importance.readout``): a frozen relation probe's accuracy per relation, a frozen attachment probe's UAS, the
 sentence embedding's cosine, or the model's own masked-LM loss on a fixed masked set (checkpoints with a
 masked-LM head only). ``importance.method``: single-head and leave-one-layer-in ablation, the gradient
 importance of Michel et al. (2019), or both. Pruning curves (gradient, attention-accuracy and random orders)
@@ -52,7 +52,7 @@ from probing.heads.bootstrap import resample_counts
 from probing.heads.head_accuracy import RelationCounts, accuracy_table, count_relations
 from probing.importance.gates import head_means
 from probing.importance.inputs import make_batches
-from probing.importance.probes import fit_arc, fit_relation
+from probing.importance.probes import fit_attachment, fit_relation
 from probing.importance.pruning import gradient_order, order_settings, random_orders, removed_counts
 from probing.importance.readouts import EmbeddingReadout, MlmReadout, has_mlm_head, mlm_unavailable
 from probing.importance.scores import evaluate, gradients
@@ -176,8 +176,8 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
         batches = readout.mask(batches)  # one masked copy, scored by every gated pass
     else:
         train_batches = make_batches(encoder, train, imp.batch_size, imp.max_batch_tokens)
-        fit = fit_relation if readout_kind is ReadoutKind.relation else fit_arc
-        extra = {} if readout_kind is ReadoutKind.relation else {"negatives": imp.arc_negatives}
+        fit = fit_relation if readout_kind is ReadoutKind.relation else fit_attachment
+        extra = {} if readout_kind is ReadoutKind.relation else {"negatives": imp.attachment_negatives}
         log.info("fitting the frozen %s probe on %d %s sentences ...", readout_kind, len(train), train.split)
         readout = fit(net, train, train_batches, corpus, extract.pooling, imp.C, imp.max_iter, seed=seed, **extra)
     seconds["probe"] = time.perf_counter() - t0
@@ -189,8 +189,8 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     ident = {"model": model_label(model), "corpus": corpus.name, "split": corpus.split, "readout": readout_kind.value,
              "ablation": Ablation(imp.ablation).value}
     metrics: dict[str, Any] = {**ident, "method": method.value, "eval_sentences": len(corpus),
-                               "train_sentences": len(train) if readout_kind in (ReadoutKind.relation, ReadoutKind.arc) else 0,
-                               "layers": n_layers, "heads": n_heads, "conventions": {
+                               "train_sentences": len(train) if readout_kind in (ReadoutKind.relation, ReadoutKind.attachment) else 0,
+                               "n_layers": n_layers, "n_heads": n_heads, "conventions": {
                                    "score": readout.metric, "groups": "UD labels as they are; root arcs not scored",
                                    "gradient": "E|dL/dxi| over sentences, divided by its L2 norm within each layer",
                                    "link": "Spearman over heads; interval: bootstrap over sentences"}}

@@ -146,7 +146,7 @@ RUNNERS: dict[ProbeKind, Callable[[ProbeConfig, ProbeSplit, ProbeSplit, HeadSele
 STRUCTURAL = (ProbeKind.distance, ProbeKind.depth)  # these also take the early-stopping split
 
 
-def heads_label(layer: Optional[int], head: Optional[int]) -> str:
+def head_set(layer: Optional[int], head: Optional[int]) -> str:
     """``all``, ``L3``, ``H5`` or ``L3H5``: which heads a probe read."""
     if layer is None and head is None:
         return schema.ALL
@@ -200,13 +200,15 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
         result = RUNNERS[kind](probe, train, ev, sel, seed, **extra)
     except ValueError as e:
         raise ProbingError(f"probe={kind}: {e}") from e
-    # measure: what the probe read (a measure's maps, or the hidden / heads vectors of probe.features)
+    # features: what the probe read (attention maps, hidden or heads vectors); measure: the maps' measure
     ident = {"model": model_label(model), "corpus": train.corpus.name, "train_split": train.name,
-             "eval_split": ev.name, "measure": reads.value, "probe": kind.value, "layer": probe.layer,
-             "head": probe.head, "heads": heads_label(probe.layer, probe.head)}
+             "eval_split": ev.name, "features": features.value,
+             "measure": measure.value if features is Features.attention else None, "probe": kind.value,
+             "layer": probe.layer,
+             "head": probe.head, "head_set": head_set(probe.layer, probe.head)}
     metrics = {**ident, "n_heads": len(sel), "split_note": note, "train_sentences": int(len(train.indices)),
                "eval_sentences": int(len(ev.indices)), "exclude_punct": probe.exclude_punct,
-               "feature_set": str(probe.feature_set), "features": features.value, **result.metrics, "config_key": key,
+               "feature_set": str(probe.feature_set), **result.metrics, "config_key": key,
                "reused_results": False, "probe_seconds": round(time.perf_counter() - start, 3)}
     tables = {schema.PROBE_SCORES.name: scores_table(result.metrics, ident)}
     for name, df in result.tables.items():
@@ -217,7 +219,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
             df[schema.HEAD] = pd.array(df[schema.HEAD], dtype="Int64")
         out.table(name, df)
     # the console's headline, printed last: every score of the probe (uuas/dspr, accuracy/selectivity, bits)
-    headline = f"probe={kind} features={features} heads={ident['heads']} ({ev.name}): " + ", ".join(
+    headline = f"probe={kind} features={features} head_set={ident['head_set']} ({ev.name}): " + ", ".join(
         f"{k}={v:.4f}" for k, v in result.metrics.items() if isinstance(v, float))
     return out.result(metrics, stores.used, console=headline)
 

@@ -63,7 +63,7 @@ def test_heads_minilm_ewt_dev(ewt_dir, tmp_path):
     assert lines[-2].split()[0] in set(best) | {"all"}  # the line before it is the table's last row
     assert m["sentences"] == 2001 and m["conventions"]["min_count"] == 100
     # determiners are the textbook case: the best head beats the best offset for real
-    assert best["det"]["diff_ci_low"] > 0 and best["det"]["accuracy"] > 0.7
+    assert best["det"]["gain_ci_low"] > 0 and best["det"]["accuracy"] > 0.7
 
     # independent recomputation of every required relation's best head from the store, one word at a time:
     # its accuracy, its bootstrap interval and that of its difference with the best offset
@@ -97,5 +97,5 @@ def test_heads_minilm_ewt_dev(ewt_dir, tmp_path):
             lo, hi = interval(acc / arcs, boot["ci"])
             dlo, dhi = interval((acc - off) / arcs, boot["ci"])
         assert (b["ci_low"], b["ci_high"]) == (pytest.approx(lo, abs=1e-6), pytest.approx(hi, abs=1e-6)), rel
-        assert (b["diff_ci_low"], b["diff_ci_high"]) == (pytest.approx(dlo, abs=1e-6),
+        assert (b["gain_ci_low"], b["gain_ci_high"]) == (pytest.approx(dlo, abs=1e-6),
                                                          pytest.approx(dhi, abs=1e-6)), rel

@@ -115,7 +115,7 @@ def test_heads_reads_the_store_of_heads_measure(tiny_model_dir, tmp_path):
                     tree_sentences=5)
     result = heads_task.run(model, data, ext, h, 0, RunOutput(tmp_path / "run", Recorder()))
     assert [s["measure"] for s in result.stores] == ["alti"]
-    assert result.metrics["measure"] == "alti" and result.metrics["heads"] == 1
+    assert result.metrics["measure"] == "alti" and result.metrics["n_heads"] == 1
     for name in ("heads", "patterns", "trees"):
         df = read_table(tmp_path / "run", name)
         assert set(df["measure"]) == {"alti"} and set(df["head"]) == {0}, name

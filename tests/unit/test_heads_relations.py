@@ -159,4 +159,4 @@ def test_perfect_head_has_a_degenerate_interval_and_beats_a_weak_baseline(data):
     det = table[(table.relation == "det") & (table.layer == 0) & (table["head"] == 0)
                 & (table.direction == "dep_to_head")].iloc[0]
     assert det["ci_low"] == det["ci_high"] == 1.0
-    assert det["diff_ci_low"] > 0 and det["diff"] == pytest.approx(1.0 - det["baseline_accuracy"])
+    assert det["gain_ci_low"] > 0 and det["gain"] == pytest.approx(1.0 - det["baseline_accuracy"])

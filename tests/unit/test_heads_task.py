@@ -66,7 +66,7 @@ def test_heads_task_writes_tables_figures_and_best_heads(tmp_path, caplog):
     run = tmp_path / "run"
     heads = read_table(run, "heads")
     need = {"model", "corpus", "split", "label_set", "relation", "direction", "layer", "head", "n", "correct",
-            "accuracy", "ci_low", "ci_high", "baseline_offset", "baseline_accuracy", "diff_ci_low", "diff_ci_high"}
+            "accuracy", "ci_low", "ci_high", "baseline_offset", "baseline_accuracy", "gain_ci_low", "gain_ci_high"}
     assert need <= set(heads.columns)
     assert set(heads["label_set"]) == {"as_is", "base"} and (heads["model"] == "planted").all()
     for name in ("baselines", "best_heads", "patterns", "patterns_layers", "head_distances", "head_mds", "trees"):

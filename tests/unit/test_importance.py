@@ -16,7 +16,7 @@ from probing.errors import ProbingError
 from probing.importance.gates import gated, head_means
 from probing.importance.inputs import Batch, position_vectors
 from probing.importance.pruning import gradient_order, order_settings, removed_counts
-from probing.importance.readouts import ArcReadout, EmbeddingReadout, RelationReadout, mlm_unavailable
+from probing.importance.readouts import AttachmentReadout, EmbeddingReadout, RelationReadout, mlm_unavailable
 from probing.importance.scores import Sums, evaluate, first_gated_layer, gradients
 from probing.importance.tables import _spearman_rows, changes, normalised_gradient
 
@@ -86,7 +86,7 @@ def test_arc_readout_predicts_the_best_other_word(model, batch):
     d = 32
     w = torch.zeros(3 * d)
     w[d] = 1.0  # score(i, j) = x_j[0]: every word picks the candidate with the largest first coordinate
-    readout = ArcReadout(CORPUS, "mean_sum", w, 0.0)
+    readout = AttachmentReadout(CORPUS, "mean_sum", w, 0.0)
     with torch.no_grad():
         hidden = model(**batch.inputs).last_hidden_state
     st = readout.stats(hidden, batch, hidden)
@@ -174,7 +174,7 @@ def test_mlm_without_a_head_is_one_line():
     err = mlm_unavailable("minilm", ["BertModel"])
     assert isinstance(err, ProbingError)
     assert str(err) == ("importance.readout=mlm: model minilm (BertModel) has no masked-LM head; use "
-                        "importance.readout=relation, arc or embedding")
+                        "importance.readout=relation, attachment or embedding")
     with pytest.raises(ProbingError, match="gradient is 0; use importance.method=ablation"):
         EmbeddingReadout().loss(None, None)
 

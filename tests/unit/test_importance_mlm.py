@@ -150,7 +150,7 @@ def test_mlm_on_minilm_is_refused_in_one_line(tmp_path):
         task.run(ModelConfig(), DataConfig(), ExtractConfig(), ImportanceConfig(readout="mlm"), HeadsConfig(), 0,
                  RunOutput(tmp_path, Recorder()))
     assert str(err.value) == ("importance.readout=mlm: model minilm (BertModel) has no masked-LM head; use "
-                              "importance.readout=relation, arc or embedding")
+                              "importance.readout=relation, attachment or embedding")
 
 
 def test_random_init_run_is_labelled_as_the_random_model(mlm, tmp_path):

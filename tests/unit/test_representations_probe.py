@@ -79,16 +79,16 @@ def _run(tiny_model_dir, tmp_path, name, **kw):
 
 def test_probe_task_on_vector_features(tiny_model_dir, tmp_path):
     hid = _run(tiny_model_dir, tmp_path, "hid", kind=ProbeKind.relation, features=Features.hidden, layer=2)
-    assert hid.metrics["measure"] == "hidden" and hid.metrics["features"] == "hidden"
-    assert hid.metrics["n_features"] == 3 * 32 and hid.metrics["heads"] == "L2"
+    assert hid.metrics["measure"] is None and hid.metrics["features"] == "hidden"
+    assert hid.metrics["n_features"] == 3 * 32 and hid.metrics["head_set"] == "L2"
     assert [s["measure"] for s in hid.stores] == ["hidden"]
-    assert set(read_table(tmp_path / "hid", "relation_weights")["measure"]) == {"hidden"}
+    assert set(read_table(tmp_path / "hid", "relation_weights")["features"]) == {"hidden"}
     one = _run(tiny_model_dir, tmp_path, "head", kind=ProbeKind.edge, features=Features.heads, layer=1, head=3)
-    assert one.metrics["n_features"] == 3 * 8 and one.metrics["heads"] == "L1H3"
+    assert one.metrics["n_features"] == 3 * 8 and one.metrics["head_set"] == "L1H3"
     assert 0.0 <= one.metrics["roc_auc"] <= 1.0 and one.metrics["config_key"] != hid.metrics["config_key"]
     # a sweep over layers and heads reads the one extraction
     layer0 = _run(tiny_model_dir, tmp_path, "layer0", kind=ProbeKind.edge, features=Features.heads, layer=0)
-    assert layer0.metrics["n_features"] == 3 * 4 * 8 and layer0.metrics["heads"] == "L0"
+    assert layer0.metrics["n_features"] == 3 * 4 * 8 and layer0.metrics["head_set"] == "L0"
     assert layer0.stores[0]["reused"] and layer0.stores[0]["store_dir"] == one.stores[0]["store_dir"]
     with pytest.raises(ProbingError, match="probe=arc reads attention maps"):
         _run(tiny_model_dir, tmp_path, "arc", kind=ProbeKind.arc, features=Features.hidden, layer=1)

@@ -28,14 +28,14 @@ def test_distance_and_depth_probes_end_to_end(tiny_model_dir, tmp_path):
     dist = _run(tiny_model_dir, tmp_path, "dist", kind=ProbeKind.distance, features=Features.hidden, layer=2)
     m = dist.metrics
     assert 0.0 <= m["uuas"] <= 1.0 and -1.0 <= m["dspr"] <= 1.0
-    assert m["objective"] == m["uuas"] and m["rank"] == 32 and m["measure"] == "hidden"
+    assert m["objective"] == m["uuas"] and m["rank"] == 32 and m["features"] == "hidden" and m["measure"] is None
     assert m["stop_split"] == m["eval_split"]  # single-split data: stopped on the held-out part
     by_len = read_table(tmp_path / "dist", "structural_by_length")
     assert set(by_len["metric"]) == {"dspr"} and set(by_len.columns) >= set(schema.STRUCTURAL_BY_LENGTH.keys)
     scores = read_table(tmp_path / "dist", schema.PROBE_SCORES.name).set_index("metric")["value"]
     assert scores["uuas"] == pytest.approx(m["uuas"])
     # the console's headline, printed last, names the probe, what it read and its scores
-    assert dist.console.startswith("probe=distance features=hidden heads=L2 (")
+    assert dist.console.startswith("probe=distance features=hidden head_set=L2 (")
     assert f"uuas={m['uuas']:.4f}" in dist.console and f"dspr={m['dspr']:.4f}" in dist.console
     depth = _run(tiny_model_dir, tmp_path, "depth", kind=ProbeKind.depth, features=Features.heads, layer=1,
                  rank=4)
