@@ -44,16 +44,24 @@ TITLES = {"uuas": "UUAS (distance probe)", "dspr": "DSpr (distance probe)",
           "root_accuracy": "root accuracy (depth probe)", "nspr": "NSpr (depth probe)"}
 
 
+def read_job(path: Path) -> dict:
+    """A job's ``metrics.json``, with ``probe_seconds`` the fit's seconds (``stage_seconds.probe``)."""
+    m = json.loads((path / "metrics.json").read_text())
+    if "probe_seconds" not in m:
+        m["probe_seconds"] = (m.get("stage_seconds") or {}).get("probe")
+    return m
+
+
 def runs(path: Path) -> pd.DataFrame:
     """One row per finished job: a run dir's ``metrics.json``, or those of a sweep's numbered job dirs (jobs
     without one are left out, and counted)."""
     if (path / "metrics.json").is_file():
-        return pd.DataFrame([{**json.loads((path / "metrics.json").read_text()), "dir": str(path)}])
+        return pd.DataFrame([{**read_job(path), "dir": str(path)}])
     rows, missing = [], []
     for d in sorted(p for p in path.iterdir() if p.is_dir() and p.name.isdigit()):
         f = d / "metrics.json"
         if f.is_file():
-            rows.append({**json.loads(f.read_text()), "job": int(d.name), "dir": str(d)})
+            rows.append({**read_job(d), "job": int(d.name), "dir": str(d)})
         else:
             missing.append(d.name)
     if missing:

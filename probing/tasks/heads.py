@@ -10,9 +10,7 @@ convention the numbers depend on.
 from __future__ import annotations
 
 import logging
-import time
-from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Optional
 
 import pandas as pd
 
@@ -22,7 +20,7 @@ from probing.corpus import Corpus
 from probing.corpus.cache import load_corpus_cached
 from probing.errors import ProbingError
 from probing.extract import ensure_store
-from probing.figures import heads as run_figures
+from probing.figures import heads as heads_figures
 from probing.heads.distances import distance_table, head_distances, mds_embedding
 from probing.heads.head_accuracy import accuracy_table, count_relations
 from probing.heads.patterns import attention_patterns, layer_means
@@ -30,7 +28,7 @@ from probing.heads.rows import rows_convention
 from probing.heads.trees import tree_scores
 from probing.schema import ALL
 from probing.store import AttentionStore
-from probing.tasks.base import RunOutput, TaskResult
+from probing.tasks.base import RunOutput, StageTimer, TaskResult
 from probing.tasks.store_summary import describe_store, store_use
 
 log = logging.getLogger(__name__)
@@ -166,89 +164,101 @@ def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
 def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, seed: int, out: RunOutput) -> TaskResult:
     """Every enabled analysis of ``h`` on ``store`` (built from ``corpus``), written through ``out``."""
     _check(h)
-    fig_dir = out.dir / "figures"
-    ident = {"model": store.manifest.get("model_name", "?"), "corpus": corpus.name, "split": corpus.split,
-             "measure": store.measure}
-    title = f"{ident['model']} · {ident['corpus']} {ident['split']}"
-    idx = store.indices
-    directions, offsets = list(h.directions), [int(o) for o in h.offsets]
-    metrics: dict[str, Any] = {**ident, "sentences": int(len(idx)), "n_layers": store.num_layers,
-                               "n_heads": store.num_heads}
-    seconds: dict[str, float] = {}
-
-    @contextmanager
-    def stage(name: str, what: str) -> Iterator[None]:
-        """Log a stage's start and duration (so a log is never silent for long) and record its seconds."""
-        log.info("%s ...", what)
-        t0 = time.perf_counter()
-        yield
-        seconds[name] = time.perf_counter() - t0
-        log.info("%s: %.1f s", name, seconds[name])
-
-    def save(table: schema.Table, df: pd.DataFrame) -> pd.DataFrame:
-        df = df.drop(columns=[c for c in ident if c in df.columns]).reset_index(drop=True)
-        df = pd.concat([pd.DataFrame({k: [v] * len(df) for k, v in ident.items()}), df], axis=1)
-        return out.table(table.name, df)
-
-    best = pd.DataFrame()
-    heads_table = pd.DataFrame()
-    if corpus.has_trees:
-        with stage("relations", f"relation accuracy of {store.num_layers * store.num_heads} heads over {len(idx)} "
-                                f"sentences ({h.bootstrap} bootstrap resamples)"):
-            counts = count_relations(store, corpus, idx, directions, offsets, list(h.label_sets), h.bootstrap,
-                                     seed, h.chunk_words, h.block_mb)
-            tables = [accuracy_table(counts[ls], directions, offsets, store.num_layers, store.num_heads,
-                                     h.min_count, h.ci, list(h.skip_relations)) for ls in counts]
-            heads_table = save(schema.HEADS, pd.concat([t_[0] for t_ in tables], ignore_index=True))
-            save(schema.BASELINES, pd.concat([t_[1] for t_ in tables], ignore_index=True))
-            best = save(schema.BEST_HEADS, schema.best_heads(heads_table.drop(columns=list(ident))))
-        metrics.update(_best_metrics(best))
-    else:
+    a = _Analysis(corpus, store, h, seed, out)
+    best, heads_table = a.relations() if corpus.has_trees else (pd.DataFrame(), pd.DataFrame())
+    if not corpus.has_trees:
         log.warning("%s has no gold trees: relation accuracy and trees are skipped", corpus.name)
-
-    patterns = None
-    if h.patterns:
-        with stage("patterns", "attention patterns"):
-            patterns = save(schema.PATTERNS, attention_patterns(store, corpus, idx, list(h.punct_upos),
-                                                                h.pattern_rows))
-            layers = save(schema.PATTERNS_LAYERS, layer_means(patterns))
-            metrics["patterns_layer_mean"] = {m: layers[m].round(4).tolist() for m in schema.PATTERN_METRICS}
-
-    mds = None
-    if h.distances:
-        with stage("distances", f"Jensen-Shannon distances between heads ({h.distance_sentences} sentences)"):
-            dist, n_rows = head_distances(store, _first(idx, h.distance_sentences))
-            save(schema.HEAD_DISTANCES, distance_table(dist, store.num_heads))
-            mds = save(schema.HEAD_MDS, mds_embedding(dist, store.num_heads, seed))
-            metrics["distance_rows"] = n_rows
-
+    patterns = a.patterns() if h.patterns else None
+    mds = a.distances() if h.distances else None
     if h.trees and corpus.has_trees:
-        with stage("trees", f"spanning trees from single heads ({h.tree_sentences} sentences)"):
-            trees = tree_scores(store, corpus, _first(idx, h.tree_sentences), directions)
-            if not trees.empty:
-                trees = save(schema.TREES, trees)
-                metrics.update(_tree_metrics(trees))
-
+        a.trees()
     if h.figures:
-        with stage("figures", "figures"):
+        a.figures(heads_table, patterns, mds)
+    a.metrics.update(a.timer.metrics())
+    a.metrics["conventions"] = conventions(h, store, seed)
+    return out.result(a.metrics, console=a.console(best))
+
+
+class _Analysis:
+    """The analyses of one store, each a stage: its tables go out with the run's identity columns, its
+    headline numbers into ``metrics``."""
+
+    def __init__(self, corpus: Corpus, store: AttentionStore, h: HeadsConfig, seed: int, out: RunOutput):
+        self.corpus, self.store, self.h, self.seed, self.out = corpus, store, h, seed, out
+        self.ident = {"model": store.manifest.get("model_name", "?"), "corpus": corpus.name, "split": corpus.split,
+                      "measure": store.measure}
+        self.title = f"{self.ident['model']} · {self.ident['corpus']} {self.ident['split']}"
+        self.idx = store.indices
+        self.directions = list(h.directions)
+        self.metrics: dict[str, Any] = {**self.ident, "sentences": int(len(self.idx)),
+                                        "n_layers": store.num_layers, "n_heads": store.num_heads}
+        self.timer = StageTimer()
+
+    def save(self, table: schema.Table, df: pd.DataFrame) -> pd.DataFrame:
+        df = df.drop(columns=[c for c in self.ident if c in df.columns]).reset_index(drop=True)
+        df = pd.concat([pd.DataFrame({k: [v] * len(df) for k, v in self.ident.items()}), df], axis=1)
+        return self.out.table(table.name, df)
+
+    def relations(self) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The heads, baselines and best_heads tables; returns best_heads and heads."""
+        h, store = self.h, self.store
+        offsets = [int(o) for o in h.offsets]
+        with self.timer("relations", f"relation accuracy of {store.num_layers * store.num_heads} heads over "
+                                     f"{len(self.idx)} sentences ({h.bootstrap} bootstrap resamples)"):
+            counts = count_relations(store, self.corpus, self.idx, self.directions, offsets, list(h.label_sets),
+                                     h.bootstrap, self.seed, h.chunk_words, h.block_mb)
+            tables = [accuracy_table(counts[ls], self.directions, offsets, store.num_layers, store.num_heads,
+                                     h.min_count, h.ci, list(h.skip_relations)) for ls in counts]
+            heads_table = self.save(schema.HEADS, pd.concat([t_[0] for t_ in tables], ignore_index=True))
+            self.save(schema.BASELINES, pd.concat([t_[1] for t_ in tables], ignore_index=True))
+            best = self.save(schema.BEST_HEADS, schema.best_heads(heads_table.drop(columns=list(self.ident))))
+        self.metrics.update(_best_metrics(best))
+        return best, heads_table
+
+    def patterns(self) -> pd.DataFrame:
+        with self.timer("patterns", "attention patterns"):
+            patterns = self.save(schema.PATTERNS, attention_patterns(self.store, self.corpus, self.idx,
+                                                                     list(self.h.punct_upos), self.h.pattern_rows))
+            layers = self.save(schema.PATTERNS_LAYERS, layer_means(patterns))
+            self.metrics["patterns_layer_mean"] = {m: layers[m].round(4).tolist() for m in schema.PATTERN_METRICS}
+        return patterns
+
+    def distances(self) -> pd.DataFrame:
+        h, store = self.h, self.store
+        with self.timer("distances", f"Jensen-Shannon distances between heads ({h.distance_sentences} sentences)"):
+            dist, n_rows = head_distances(store, _first(self.idx, h.distance_sentences))
+            self.save(schema.HEAD_DISTANCES, distance_table(dist, store.num_heads))
+            mds = self.save(schema.HEAD_MDS, mds_embedding(dist, store.num_heads, self.seed))
+            self.metrics["distance_rows"] = n_rows
+        return mds
+
+    def trees(self) -> None:
+        with self.timer("trees", f"spanning trees from single heads ({self.h.tree_sentences} sentences)"):
+            trees = tree_scores(self.store, self.corpus, _first(self.idx, self.h.tree_sentences), self.directions)
+            if not trees.empty:
+                trees = self.save(schema.TREES, trees)
+                self.metrics.update(_tree_metrics(trees))
+
+    def figures(self, heads_table: pd.DataFrame, patterns: Optional[pd.DataFrame], mds: Optional[pd.DataFrame]
+                ) -> None:
+        fig_dir, out = self.out.dir / "figures", self.out
+        with self.timer("figures", "figures"):
             fig_dir.mkdir(parents=True, exist_ok=True)
             if not heads_table.empty:
                 sub = heads_table[heads_table["label_set"] == shown_label(heads_table)]
-                for path in run_figures.relation_heatmaps(sub, [str(d) for d in directions], title, fig_dir):
+                for path in heads_figures.relation_heatmaps(sub, [str(d) for d in self.directions], self.title,
+                                                            fig_dir):
                     out.figure(path)
             if patterns is not None:
-                out.figure(run_figures.pattern_plot(patterns, title, fig_dir / "patterns.png"))
+                out.figure(heads_figures.pattern_plot(patterns, self.title, fig_dir / "patterns.png"))
             if mds is not None:
-                out.figure(run_figures.mds_plot(mds, title, fig_dir / "mds.png"))
+                out.figure(heads_figures.mds_plot(mds, self.title, fig_dir / "mds.png"))
 
-    metrics["analysis_seconds"] = {k: round(v, 2) for k, v in seconds.items()}
-    metrics["conventions"] = conventions(h, store, seed)
-    label = None if best.empty else shown_label(best)
-    shown = best[best["label_set"] == label] if label else best
-    # printed last, after the paths of the results and the dashboard
-    if corpus.has_trees:
-        console = (f"best head per relation ({title}, label set {label or '-'}; layer-head 0-based):\n"
-                   + best_table_text(shown))
-    else:
-        console = f"{title}: no gold trees, so no best heads; patterns and head distances are in {out.dir}"
-    return out.result(metrics, console=console)
+    def console(self, best: pd.DataFrame) -> str:
+        """The summary printed last, after the paths of the results and the dashboard."""
+        if not self.corpus.has_trees:
+            return f"{self.title}: no gold trees, so no best heads; patterns and head distances are in {self.out.dir}"
+        label = None if best.empty else shown_label(best)
+        shown = best[best["label_set"] == label] if label else best
+        return (f"best head per relation ({self.title}, label set {label or '-'}; layer-head 0-based):\n"
+                + best_table_text(shown))

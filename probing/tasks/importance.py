@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -65,22 +65,21 @@ from probing.importance.tables import (
 )
 from probing.paths import absolute
 from probing.results import read_table
-from probing.tasks.base import RunOutput, TaskResult
-from probing.tasks.probe import SINGLE_SPLIT_KINDS
+from probing.tasks.base import SINGLE_SPLIT_KINDS, RunOutput, StageTimer, TaskResult, holdout, one_corpus
 from probing.tasks.store_summary import store_use
 
 log = logging.getLogger(__name__)
 
 
 def splits(data: DataConfig, imp: ImportanceConfig, cache_dir: str) -> tuple[Corpus, Corpus]:
-    """The probe's training corpus and the evaluation corpus. A single-split source (grammar, conllu, text)
-    is cut: its last ``importance.eval_fraction`` is evaluated, the rest trains the probe."""
-    if DataKind(data.kind) in SINGLE_SPLIT_KINDS:
-        corpus = load_corpus_cached(data, None, cache_dir)
-        cut = int(round((1 - imp.eval_fraction) * len(corpus)))
-        if cut < 1 or cut >= len(corpus):
-            raise ProbingError(f"{len(corpus)} sentences of {corpus.name} cannot be cut into train and eval")
-        return (Corpus(corpus.name, "train", corpus.sentences[:cut]),
+    """The probe's training corpus and the evaluation corpus. One corpus (a single-split source, or
+    ``train_split == eval_split``) is cut: its last ``importance.eval_fraction`` is evaluated, the rest trains
+    the probe (at most ``importance.train_sentences`` of them)."""
+    if one_corpus(data, imp):
+        single = DataKind(data.kind) in SINGLE_SPLIT_KINDS
+        corpus = load_corpus_cached(data, None if single else imp.eval_split, cache_dir)
+        cut = holdout(len(corpus), imp, "importance")
+        return (Corpus(corpus.name, "train", corpus.sentences[:cut]).head(imp.train_sentences),
                 Corpus(corpus.name, "eval", corpus.sentences[cut:]))
     # data.limit bounds the evaluation sentences; the probe's training set is bounded by its own key
     train = load_corpus_cached(_unlimited(data), imp.train_split, cache_dir)
@@ -149,134 +148,186 @@ def _labels(method: str, layers, heads) -> list[dict]:
     return [{"method": method, "layer": layer, "head": head} for layer, head in zip(layers, heads)]
 
 
-def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: ImportanceConfig, heads: HeadsConfig,
-        seed: int, out: RunOutput) -> TaskResult:
-    """Every enabled importance computation of ``imp``, written through ``out``."""
-    readout_kind, method = ReadoutKind(imp.readout), ImportanceMethod(imp.method)
-    if readout_kind is ReadoutKind.mlm:
+@dataclass
+class _Passes:
+    """What every gated evaluation of a run reads: the model, the evaluation batches, the frozen readout, the
+    mean context vectors that replace an ablated head's (None: zeros), and the model's shape."""
+
+    net: torch.nn.Module
+    batches: list
+    readout: Any
+    mean: Optional[torch.Tensor]
+    n_layers: int
+    n_heads: int
+    replicas: int
+
+    def evaluate(self, settings: torch.Tensor):
+        return evaluate(self.net, self.batches, self.readout, settings, self.mean, self.replicas)
+
+    def gradients(self, gates: torch.Tensor) -> np.ndarray:
+        return gradients(self.net, self.batches, self.readout, self.mean, gates)
+
+
+def _check_readout(model: ModelConfig, kind: ReadoutKind, method: ImportanceMethod) -> None:
+    """A readout the model or the method cannot have is refused in one line before the model loads."""
+    if kind is ReadoutKind.mlm:
         archs = architectures(model)
         if not has_mlm_head(archs) or model.random_init:
             raise mlm_unavailable(model_label(model), archs)
-    encoder = load_encoder(model, masked_lm=readout_kind is ReadoutKind.mlm)
-    net = encoder.model
-    if readout_kind is ReadoutKind.embedding and method is ImportanceMethod.gradient:
+    if kind is ReadoutKind.embedding and method is ImportanceMethod.gradient:
         EmbeddingReadout().loss(None, None)  # raises the one-line reason
-    want_ablation = method in (ImportanceMethod.ablation, ImportanceMethod.both)
-    want_gradient = method in (ImportanceMethod.gradient, ImportanceMethod.both) and readout_kind is not ReadoutKind.embedding
-    if method is ImportanceMethod.both and not want_gradient:
-        log.info("importance.readout=embedding: no gradient importance (1 − cosine has zero gradient unablated)")
-    t0 = time.perf_counter()
-    seconds: dict[str, float] = {}
-    train, corpus = splits(data, imp, extract.cache_dir)
-    batches = make_batches(encoder, corpus, imp.batch_size, imp.max_batch_tokens)
-    if readout_kind is ReadoutKind.embedding:
-        readout: Any = EmbeddingReadout()
-    elif readout_kind is ReadoutKind.mlm:
+
+
+def _readout(encoder, kind: ReadoutKind, imp: ImportanceConfig, train: Corpus, corpus: Corpus, batches: list,
+             pooling, seed: int) -> tuple[Any, list]:
+    """The frozen readout (fitted on ``train`` for relation and attachment) and the evaluation batches it
+    scores (the mlm readout masks one copy of them)."""
+    if kind is ReadoutKind.embedding:
+        return EmbeddingReadout(), batches
+    if kind is ReadoutKind.mlm:
         readout = MlmReadout(encoder.mlm_head, encoder.tokenizer.mask_token_id, imp.mlm_rate, seed)
-        batches = readout.mask(batches)  # one masked copy, scored by every gated pass
-    else:
-        train_batches = make_batches(encoder, train, imp.batch_size, imp.max_batch_tokens)
-        fit = fit_relation if readout_kind is ReadoutKind.relation else fit_attachment
-        extra = {} if readout_kind is ReadoutKind.relation else {"negatives": imp.attachment_negatives}
-        log.info("fitting the frozen %s probe on %d %s sentences ...", readout_kind, len(train), train.split)
-        readout = fit(net, train, train_batches, corpus, extract.pooling, imp.C, imp.max_iter, seed=seed, **extra)
-    seconds["probe"] = time.perf_counter() - t0
-    n_layers, n_heads = encoder.num_layers, encoder.num_heads
-    mean = (head_means(net, [b.inputs for b in batches]).to(encoder.device)
-            if Ablation(imp.ablation) is Ablation.mean else None)
-    # columns in batch order, the order of every per-sentence array below
-    weights = sentence_weights(len(corpus), imp, seed)[:, np.concatenate([b.sentences for b in batches])]
-    ident = {"model": model_label(model), "corpus": corpus.name, "split": corpus.split, "readout": readout_kind.value,
-             "ablation": Ablation(imp.ablation).value}
+        return readout, readout.mask(batches)  # one masked copy, scored by every gated pass
+    train_batches = make_batches(encoder, train, imp.batch_size, imp.max_batch_tokens)
+    fit = fit_relation if kind is ReadoutKind.relation else fit_attachment
+    extra = {} if kind is ReadoutKind.relation else {"negatives": imp.attachment_negatives}
+    log.info("fitting the frozen %s probe on %d %s sentences ...", kind, len(train), train.split)
+    return fit(encoder.model, train, train_batches, corpus, pooling, imp.C, imp.max_iter, seed=seed, **extra), batches
+
+
+def _metrics(ident: dict, method: ImportanceMethod, kind: ReadoutKind, imp: ImportanceConfig, train: Corpus,
+             corpus: Corpus, p: _Passes) -> dict[str, Any]:
+    """metrics.json's description of the run, and the conventions its numbers follow."""
     metrics: dict[str, Any] = {**ident, "method": method.value, "eval_sentences": len(corpus),
-                               "train_sentences": len(train) if readout_kind in (ReadoutKind.relation, ReadoutKind.attachment) else 0,
-                               "n_layers": n_layers, "n_heads": n_heads, "conventions": {
-                                   "score": readout.metric, "groups": "UD labels as they are; root arcs not scored",
+                               "train_sentences": len(train) if kind in (ReadoutKind.relation,
+                                                                         ReadoutKind.attachment) else 0,
+                               "n_layers": p.n_layers, "n_heads": p.n_heads, "conventions": {
+                                   "score": p.readout.metric, "groups": "UD labels as they are; root arcs not scored",
                                    "gradient": "E|dL/dxi| over sentences, divided by its L2 norm within each layer",
                                    "link": "Spearman over heads; interval: bootstrap over sentences"}}
-    if readout_kind is ReadoutKind.mlm:
+    if kind is ReadoutKind.mlm:
         metrics["conventions"]["mlm"] = (f"round({imp.mlm_rate} x words) of each sentence (at least one; seeded by "
                                          "the run's seed and the sentence) masked, all their pieces set to the "
                                          "mask token, the same in every pass; loss per masked piece")
-    stores: list = []
-    tables: list[pd.DataFrame] = []
-    single = None
-    groups = readout.groups
+    return metrics
 
-    t = time.perf_counter()
+
+def _ablation_settings(p: _Passes, want_ablation: bool, layer_in: bool) -> tuple[torch.Tensor, list[dict]]:
+    """The gate settings of every single-head ablation (and leave-one-layer-in), with their row labels; none
+    when only the clean pass is wanted (its score goes to metrics.json)."""
+    n_layers, n_heads = p.n_layers, p.n_heads
     flat = torch.arange(n_layers * n_heads)
     one = order_settings([], [0], n_layers, n_heads).expand(n_layers * n_heads, -1, -1).clone()
     one.view(-1, n_layers * n_heads)[flat, flat] = 0
     settings, labels = [one], _labels("ablation", flat // n_heads, flat % n_heads)
-    if not want_ablation:  # the clean pass alone (its score for metrics.json)
+    if not want_ablation:
         settings, labels = [one[:0]], []
-    if want_ablation and imp.layer_in:
+    if want_ablation and layer_in:
         keep_one = torch.zeros(n_layers, n_layers, n_heads)
         keep_one[torch.arange(n_layers), torch.arange(n_layers)] = 1
         settings.append(keep_one)
         labels += _labels("layer_in", range(n_layers), [None] * n_layers)
-    sums = evaluate(net, batches, readout, torch.cat(settings), mean, imp.replicas)
-    seconds["ablation"] = time.perf_counter() - t
+    return torch.cat(settings), labels
+
+
+def _with_ident(df: pd.DataFrame, ident: dict, table: schema.Table) -> pd.DataFrame:
+    """The run's identity columns (those the table has) with the rows, in the schema's column order."""
+    own = {k: v for k, v in ident.items() if k in table.keys and k not in df.columns}
+    df = pd.concat([pd.DataFrame({k: [v] * len(df) for k, v in own.items()}), df.reset_index(drop=True)], axis=1)
+    return df[list(table.keys) + list(table.metrics)]
+
+
+def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: ImportanceConfig, heads: HeadsConfig,
+        seed: int, out: RunOutput) -> TaskResult:
+    """Every enabled importance computation of ``imp``, written through ``out``."""
+    kind, method = ReadoutKind(imp.readout), ImportanceMethod(imp.method)
+    _check_readout(model, kind, method)
+    encoder = load_encoder(model, masked_lm=kind is ReadoutKind.mlm)
+    want_ablation, want_gradient = _wanted(method, kind)
+    timer = StageTimer()
+    with timer("probe", "the frozen readout"):
+        train, corpus = splits(data, imp, extract.cache_dir)
+        batches = make_batches(encoder, corpus, imp.batch_size, imp.max_batch_tokens)
+        readout, batches = _readout(encoder, kind, imp, train, corpus, batches, extract.pooling, seed)
+    mean = (head_means(encoder.model, [b.inputs for b in batches]).to(encoder.device)
+            if Ablation(imp.ablation) is Ablation.mean else None)
+    p = _Passes(encoder.model, batches, readout, mean, encoder.num_layers, encoder.num_heads, imp.replicas)
+    # columns in batch order, the order of every per-sentence array below
+    weights = sentence_weights(len(corpus), imp, seed)[:, np.concatenate([b.sentences for b in batches])]
+    ident = {"model": model_label(model), "corpus": corpus.name, "split": corpus.split, "readout": kind.value,
+             "ablation": Ablation(imp.ablation).value}
+    metrics = _metrics(ident, method, kind, imp, train, corpus, p)
+    title = f"{model_label(model)} · {corpus.name} {corpus.split}"
+    with timer("ablation", "single-head ablations"):
+        settings, labels = _ablation_settings(p, want_ablation, imp.layer_in)
+        sums = p.evaluate(settings)
+    groups = readout.groups
     keep = kept_groups(groups, sums.n, imp.min_count)
     drop_table, drop, drop_samp = drop_rows(sums, groups, keep, labels, readout.metric, weights, imp.ci)
-    clean = sums.clean_hits.sum(0) / np.maximum(sums.n.sum(0), 1)
-    metrics[f"clean_{readout.metric}"] = float(clean[0])
-    single = drop[: n_layers * n_heads] if want_ablation else None
-    if want_ablation:
-        tables.append(drop_table)
+    metrics[f"clean_{readout.metric}"] = float((sums.clean_hits.sum(0) / np.maximum(sums.n.sum(0), 1))[0])
+    single = drop[: p.n_layers * p.n_heads] if want_ablation else None
+    tables = [drop_table] if want_ablation else []
     if want_gradient:
-        t = time.perf_counter()
-        grads = gradients(net, batches, readout, mean, torch.ones(n_layers, n_heads))
-        seconds["gradient"] = time.perf_counter() - t
-        tables.append(gradient_rows(grads, weights, imp.ci))
-    importance = pd.concat(tables, ignore_index=True)
-    importance = pd.concat([pd.DataFrame({k: [v] * len(importance) for k, v in ident.items()}), importance], axis=1)
+        with timer("gradient", "gradient importance"):
+            tables.append(gradient_rows(p.gradients(torch.ones(p.n_layers, p.n_heads)), weights, imp.ci))
+    importance = _with_ident(pd.concat(tables, ignore_index=True), ident, schema.IMPORTANCE)
     for col in (schema.LAYER, schema.HEAD):
         importance[col] = pd.array(importance[col], dtype="Int64")
-    out.table(schema.IMPORTANCE.name, importance[list(schema.IMPORTANCE.keys) + list(schema.IMPORTANCE.metrics)])
-
+    out.table(schema.IMPORTANCE.name, importance)
     if want_ablation:
-        metrics.update(_headline(single, groups, keep, None, n_heads))
-    accuracy = acc_samples = None
-    if corpus.has_trees and readout_kind is not ReadoutKind.embedding or imp.heads_run:
-        t = time.perf_counter()
-        accuracy, acc_samples = attention_accuracy(imp, heads, model, corpus, extract, stores, seed)
-        seconds["attention_accuracy"] = time.perf_counter() - t
+        metrics.update(_headline(single, groups, keep, None, p.n_heads))
+    stores: list = []
+    accuracy = None
+    if corpus.has_trees and kind is not ReadoutKind.embedding or imp.heads_run:
+        with timer("attention_accuracy", "attention accuracy of every head"):
+            accuracy, acc_samples = attention_accuracy(imp, heads, model, corpus, extract, stores, seed)
         if not imp.heads_run:  # computed here: kept in the run dir, where the dashboard's scatter reads it
-            run_keys = {"model": model_label(model), "corpus": corpus.name, "split": corpus.split,
-                        "measure": Measure.attention.value}
-            out.table(schema.HEADS.name, accuracy.assign(**run_keys)[list(schema.HEADS.keys)
-                                                                      + list(schema.HEADS.metrics)])
-    if accuracy is not None and want_ablation:
-        link = link_rows(accuracy, single, drop_samp[:, : n_layers * n_heads], groups, keep, n_layers, n_heads,
-                         imp.ci, acc_samples)
-        metrics["conventions"]["link"] += (
-            " of importance and attention accuracy together (the same resamples)" if acc_samples is not None
-            else " of the importance, attention accuracy held at its full-sample value (importance.heads_run)")
-        metrics.update(_headline(single, groups, keep, accuracy, n_heads))
-        out.table(schema.IMPORTANCE_LINK.name, link.assign(**ident)[list(schema.IMPORTANCE_LINK.keys)
-                                                                    + list(schema.IMPORTANCE_LINK.metrics)])
-        if imp.figures:
-            pts = _points(accuracy, single, groups, keep, n_heads)
-            for p in figures.link_scatter(pts, link, n_layers, f"{model_label(model)} · {corpus.name} {corpus.split}",
-                                          out.dir / "figures"):
-                out.figure(p)
+            out.table(schema.HEADS.name, _with_ident(accuracy, {**ident, "measure": Measure.attention.value},
+                                                     schema.HEADS))
+        if want_ablation:
+            _link(metrics, out, imp, accuracy, acc_samples, single, drop_samp, groups, keep, p, ident, title)
     if imp.pruning:
-        t = time.perf_counter()
-        prune = _pruning(imp, seed, net, batches, readout, mean, accuracy, want_gradient, n_layers, n_heads, keep,
-                         groups)
-        seconds["pruning"] = time.perf_counter() - t
-        prune = pd.concat([pd.DataFrame({k: [v] * len(prune) for k, v in ident.items()}), prune], axis=1)
-        prune["seed"] = pd.array(prune["seed"], dtype="Int64")
-        prune = out.table(schema.PRUNING.name, prune[list(schema.PRUNING.keys) + list(schema.PRUNING.metrics)])
-        metrics.update(_bend(prune))
-        if imp.figures:
-            out.figure(figures.pruning_plot(prune, schema.ALL, readout.metric,
-                                            f"{model_label(model)} · {corpus.name} {corpus.split}",
-                                            out.dir / "figures" / "pruning_all.png"))
-    metrics["stage_seconds"] = {k: round(v, 2) for k, v in seconds.items()}
-    console = _console(metrics, readout.metric)
-    return out.result(metrics, stores, console)
+        with timer("pruning", "pruning curves"):
+            prune = _pruning(imp, seed, p, accuracy, want_gradient, keep, groups)
+        _write_pruning(prune, metrics, out, imp, ident, title, readout.metric)
+    metrics.update(timer.metrics())
+    return out.result(metrics, stores, _console(metrics, readout.metric))
+
+
+def _wanted(method: ImportanceMethod, kind: ReadoutKind) -> tuple[bool, bool]:
+    """Whether the run ablates heads and whether it takes gradients (an embedding readout has none)."""
+    want_gradient = method in (ImportanceMethod.gradient, ImportanceMethod.both) and kind is not ReadoutKind.embedding
+    if method is ImportanceMethod.both and not want_gradient:
+        log.info("importance.readout=embedding: no gradient importance (1 − cosine has zero gradient unablated)")
+    return method in (ImportanceMethod.ablation, ImportanceMethod.both), want_gradient
+
+
+def _write_pruning(prune: pd.DataFrame, metrics: dict, out: RunOutput, imp: ImportanceConfig, ident: dict,
+                   title: str, metric: str) -> None:
+    """The pruning table, its headline (how much can go within 5 points) and the curves of ``all``."""
+    prune = _with_ident(prune, ident, schema.PRUNING)
+    prune["seed"] = pd.array(prune["seed"], dtype="Int64")
+    prune = out.table(schema.PRUNING.name, prune)
+    metrics.update(_bend(prune))
+    if imp.figures:
+        out.figure(figures.pruning_plot(prune, schema.ALL, metric, title, out.dir / "figures" / "pruning_all.png"))
+
+
+def _link(metrics: dict, out: RunOutput, imp: ImportanceConfig, accuracy: pd.DataFrame, acc_samples,
+          single: np.ndarray, drop_samp: np.ndarray, groups, keep, p: _Passes, ident: dict, title: str) -> None:
+    """The importance_link table (Spearman over heads of importance and attention accuracy, per relation), its
+    headline and scatter figures."""
+    link = link_rows(accuracy, single, drop_samp[:, : p.n_layers * p.n_heads], groups, keep, p.n_layers,
+                     p.n_heads, imp.ci, acc_samples)
+    metrics["conventions"]["link"] += (
+        " of importance and attention accuracy together (the same resamples)" if acc_samples is not None
+        else " of the importance, attention accuracy held at its full-sample value (importance.heads_run)")
+    metrics.update(_headline(single, groups, keep, accuracy, p.n_heads))
+    out.table(schema.IMPORTANCE_LINK.name, link.assign(**ident)[list(schema.IMPORTANCE_LINK.keys)
+                                                                + list(schema.IMPORTANCE_LINK.metrics)])
+    if imp.figures:
+        pts = _points(accuracy, single, groups, keep, p.n_heads)
+        for path in figures.link_scatter(pts, link, p.n_layers, title, out.dir / "figures"):
+            out.figure(path)
 
 
 def _points(accuracy: pd.DataFrame, single: np.ndarray, groups, keep, n_heads: int) -> pd.DataFrame:
@@ -303,15 +354,16 @@ def _headline(single: np.ndarray, groups, keep, accuracy: Optional[pd.DataFrame]
     return out
 
 
-def _pruning(imp: ImportanceConfig, seed: int, net, batches, readout, mean, accuracy: Optional[pd.DataFrame],
-             want_gradient: bool, n_layers: int, n_heads: int, keep, groups) -> pd.DataFrame:
+def _pruning(imp: ImportanceConfig, seed: int, p: _Passes, accuracy: Optional[pd.DataFrame], want_gradient: bool,
+             keep, groups) -> pd.DataFrame:
     """Scores of the pruning curves: every order's settings evaluated together."""
+    n_layers, n_heads = p.n_layers, p.n_heads
     total = n_layers * n_heads
     counts = removed_counts(total, imp.pruning_step)
     orders: list[tuple[str, Optional[int], list[int]]] = []
     if want_gradient:
         def importance_at(gates: torch.Tensor) -> np.ndarray:
-            return normalised_gradient(gradients(net, batches, readout, mean, gates))
+            return normalised_gradient(p.gradients(gates))
         orders.append(("gradient", None, gradient_order(importance_at, counts, n_layers, n_heads)))
     if accuracy is not None:
         acc = accuracy[accuracy["relation"] == schema.ALL].groupby(["layer", "head"])["accuracy"].max()
@@ -322,7 +374,7 @@ def _pruning(imp: ImportanceConfig, seed: int, net, batches, readout, mean, accu
     for order_seed, order in zip(order_seeds, random_orders(total, order_seeds)):
         orders.append(("random", order_seed, [int(i) for i in order]))
     settings = torch.cat([order_settings(o, counts, n_layers, n_heads) for _, _, o in orders])
-    sums = evaluate(net, batches, readout, settings, mean, imp.replicas)
+    sums = p.evaluate(settings)
     n = sums.n.sum(0)
     scores = sums.hits.sum(1) / np.maximum(n, 1)  # (A, G)
     rows = []

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
+from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
@@ -102,8 +103,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, inspect: I
     found = sentences_to_inspect(data, inspect)
     measures = measures_shown(inspect)
     encoder = load_encoder(model)
-    pooling = extract.pooling
-    maps_list = extract_in_memory(encoder, [s.words for s, _ in found], pooling, measures)
+    maps_list = extract_in_memory(encoder, [s.words for s, _ in found], extract.pooling, measures)
     text_lines: list[str] = []
     tables, items, pngs = [], [], []
     for k, ((sentence, source), got) in enumerate(zip(found, maps_list)):
@@ -113,32 +113,15 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, inspect: I
             continue
         maps, prefix = got
         labels, _ = position_labels(encoder, sentence.words)
-        shown = []
-        for measure in measures:
-            name = str(enum_value(measure))
-            ch = head_choices(maps[measure], prefix, len(sentence), sentence.heads)
-            per_layer = not measure.per_head
-            mv = views.MeasureView(name, maps[measure], ch, per_layer, None)
-            if inspect.png:
-                stem = f"inspect_{k}" if measure is Measure.attention else f"inspect_{k}_{name}"
-                mv = replace(mv, png=views.png_grid(mv, prefix, sentence.words, out_dir / f"{stem}.png",
-                                                    f"{model_label(model)}: {' '.join(sentence.words)}"))
-                pngs.append(mv.png)
-            shown.append(mv)
-            table = choices_table(k, sentence, labels, prefix, ch)
-            table.insert(0, "measure", name)
-            tables.append(table)
-        weights = shown[0].choices
-        text_lines += [f"sentence {k}: {' '.join(sentence.words)}",
-                       f"  source: {source}; model {model_label(model)}, {weights.word.shape[0]} layers x"
-                       f" {weights.word.shape[1]} heads, pooling {pooling}"
-                       + (f"; measures {', '.join(mv.measure for mv in shown)}" if len(shown) > 1 else ""),
-                       "  each word -> the position it attends to most"
-                       + ("; * = the most-attended word is the gold head (root excluded)" if weights.gold is not None
-                          else "; no gold tree for this sentence")]
+        shown = [_view(k, sentence, maps, measure, prefix, inspect.png, model_label(model), out_dir)
+                 for measure in measures]
+        pngs += [mv.png for mv in shown if mv.png is not None]
         for mv in shown:
-            text_lines += _measure_lines(sentence, labels, prefix, mv)
-        text_lines.append("")
+            table = choices_table(k, sentence, labels, prefix, mv.choices)
+            table.insert(0, "measure", mv.measure)
+            tables.append(table)
+        text_lines += _sentence_lines(k, sentence, source, labels, prefix, shown,
+                                      f"model {model_label(model)}", extract.pooling)
         items.append(views.SentenceView(k, sentence, source, labels, prefix, tuple(shown)))
     text = "\n".join(text_lines)
     print(text, flush=True)
@@ -151,18 +134,51 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, inspect: I
     log.info("inspector: %s%s", html_path, "".join(f", {p}" for p in pngs))
     metrics: dict[str, Any] = {"sentences": len(items), "html": str(html_path), "png": [str(p) for p in pngs],
                                "bertviz": [str(p) for p in bertviz], "measures": [mv.measure for mv in items[0].measures]}
+    metrics.update(_gold_metrics(items, metrics["measures"]))
+    return out.result(metrics)
+
+
+def _view(k: int, sentence: Sentence, maps: dict, measure: Measure, prefix: int, png: bool, model: str,
+          out_dir: Path) -> views.MeasureView:
+    """One measure's view of sentence ``k``: every head's choices, and its PNG grid when ``png``."""
+    name = str(enum_value(measure))
+    ch = head_choices(maps[measure], prefix, len(sentence), sentence.heads)
+    mv = views.MeasureView(name, maps[measure], ch, not measure.per_head, None)
+    if png:
+        stem = f"inspect_{k}" if measure is Measure.attention else f"inspect_{k}_{name}"
+        mv = replace(mv, png=views.png_grid(mv, prefix, sentence.words, out_dir / f"{stem}.png",
+                                            f"{model}: {' '.join(sentence.words)}"))
+    return mv
+
+
+def _sentence_lines(k: int, sentence: Sentence, source: str, labels: Sequence[str], prefix: int,
+                    shown: Sequence[views.MeasureView], model: str, pooling: Any) -> list[str]:
+    """The console lines of sentence ``k``: where it came from, then every measure's choices."""
+    weights = shown[0].choices
+    lines = [f"sentence {k}: {' '.join(sentence.words)}",
+             f"  source: {source}; {model}, {weights.word.shape[0]} layers x {weights.word.shape[1]} heads, "
+             f"pooling {pooling}" + (f"; measures {', '.join(mv.measure for mv in shown)}" if len(shown) > 1 else ""),
+             "  each word -> the position it attends to most"
+             + ("; * = the most-attended word is the gold head (root excluded)" if weights.gold is not None
+                else "; no gold tree for this sentence")]
+    for mv in shown:
+        lines += _measure_lines(sentence, labels, prefix, mv)
+    return lines + [""]
+
+
+def _gold_metrics(items: Sequence[views.SentenceView], measures: Sequence[str]) -> dict[str, Any]:
+    """How many sentences have a gold tree and, per measure, the head choosing the gold head most often."""
     gold = [it for it in items if it.weights.choices.gold is not None]
-    metrics["with_gold_tree"] = len(gold)
+    metrics: dict[str, Any] = {"with_gold_tree": len(gold)}
     if gold:
-        scored = sum(len(it.sentence) - 1 for it in gold)
-        for i, name in enumerate(metrics["measures"]):
+        for i, name in enumerate(measures):
             hits = sum(it.measures[i].choices.gold.sum(-1) for it in gold)  # (L, H) over all gold sentences
             layer, head = np.unravel_index(int(np.argmax(hits)), hits.shape)
             best = f"L{layer}" if items[0].measures[i].per_layer else f"L{layer}H{head}"
             suffix = "" if name == "attention" else f"_{name}"
             metrics.update({f"best_head{suffix}": best, f"best_head_gold{suffix}": int(hits[layer, head])})
-        metrics["gold_scored"] = scored
-    return out.result(metrics)
+        metrics["gold_scored"] = sum(len(it.sentence) - 1 for it in gold)
+    return metrics
 
 
 def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import time
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -44,15 +43,13 @@ from probing.probes.relation import run_relation
 from probing.probes.structural.run import run_structural
 from probing.results import read_metrics
 from probing.store import AttentionStore, VectorStore
-from probing.tasks.base import RunOutput, TaskResult
+from probing.tasks.base import SINGLE_SPLIT_KINDS, RunOutput, StageTimer, TaskResult, holdout, one_corpus
 from probing.tasks.store_summary import describe_store, store_use
 
 log = logging.getLogger(__name__)
 
 # Bump when a change to the probe code changes its numbers: older results then no longer count as complete.
 PROBE_FORMAT = 3
-# Readers without splits: the probe holds out the last ``probe.eval_fraction`` of the one corpus.
-SINGLE_SPLIT_KINDS = {DataKind.grammar, DataKind.conllu, DataKind.text}
 # Extraction settings that never change the maps read (left out of the config key; ``measures`` only says which
 # other stores are built beside ``probe.measure``'s, which is in the key).
 _VOLATILE_EXTRACT = ("batch_size", "max_batch_tokens", "progress", "cache_dir", "shard_mb", "verify", "measures",
@@ -96,30 +93,23 @@ class _Stores:
 def load_splits(data: DataConfig, probe: ProbeConfig, extract: ExtractConfig, stores: _Stores
                 ) -> tuple[ProbeSplit, ProbeSplit, str]:
     """The train and eval sides, and a note saying how they were made."""
-    pcfg = probe
-    kind = DataKind(data.kind)
-    if kind in SINGLE_SPLIT_KINDS or pcfg.train_split == pcfg.eval_split:
-        split = None if kind in SINGLE_SPLIT_KINDS else pcfg.train_split
-        corpus = load_corpus_cached(data, split, extract.cache_dir)
+    if one_corpus(data, probe):
+        single = DataKind(data.kind) in SINGLE_SPLIT_KINDS
+        corpus = load_corpus_cached(data, None if single else probe.train_split, extract.cache_dir)
         store = stores(corpus)
         idx = store.indices
-        if not 0 < pcfg.eval_fraction < 1:
-            raise ProbingError(f"probe.eval_fraction={pcfg.eval_fraction} must be between 0 and 1")
-        cut = int(round(len(idx) * (1 - pcfg.eval_fraction)))
-        if cut < 1 or cut >= len(idx):
-            raise ProbingError(f"{len(idx)} sentences cannot be split into train and eval "
-                               f"(probe.eval_fraction={pcfg.eval_fraction})")
-        label = corpus.name if kind in SINGLE_SPLIT_KINDS else f"{corpus.name}-{pcfg.train_split}"
+        cut = holdout(len(idx), probe, "probe")
+        label = corpus.name if single else f"{corpus.name}-{probe.train_split}"
         note = (f"one corpus ({label}, {len(idx)} sentences with maps): first {cut} sentences train, "
-                f"last {len(idx) - cut} eval (probe.eval_fraction={pcfg.eval_fraction})")
+                f"last {len(idx) - cut} eval (probe.eval_fraction={probe.eval_fraction})")
         return (ProbeSplit(f"{label}[0:{cut}]", corpus, store, idx[:cut]),
                 ProbeSplit(f"{label}[{cut}:{len(idx)}]", corpus, store, idx[cut:]), note)
     sides = []
-    for split in (pcfg.train_split, pcfg.eval_split):
+    for split in (probe.train_split, probe.eval_split):
         corpus = load_corpus_cached(data, split, extract.cache_dir)
         store = stores(corpus)
         sides.append(ProbeSplit(split, corpus, store, store.indices))
-    note = f"train on {data.name} {pcfg.train_split}, evaluate on {data.name} {pcfg.eval_split}"
+    note = f"train on {data.name} {probe.train_split}, evaluate on {data.name} {probe.eval_split}"
     return sides[0], sides[1], note
 
 
@@ -188,16 +178,18 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
         if done is not None:
             log.info("%s already holds complete results for this config (key %s): not recomputed", out.dir, key)
             return TaskResult({**done, "reused_results": True})
-    start = time.perf_counter()
+    timer = StageTimer()
     stores = _Stores(model, extract, reads)
-    train, ev, note = load_splits(data, probe, extract, stores)
-    dev = load_dev_split(data, probe, extract, stores, ev) if kind in STRUCTURAL else None
+    with timer("stores", f"the {reads} stores of the train and eval sides"):
+        train, ev, note = load_splits(data, probe, extract, stores)
+        dev = load_dev_split(data, probe, extract, stores, ev) if kind in STRUCTURAL else None
     store = train.store
     try:
         sel = (vector_selection(store, probe.layer, probe.head) if isinstance(store, VectorStore)
                else select_heads(store.num_layers, store.num_heads, probe.layer, probe.head))
         extra = {"dev": dev} if kind in STRUCTURAL else {}
-        result = RUNNERS[kind](probe, train, ev, sel, seed, **extra)
+        with timer("probe", f"probe={kind} on {len(train.indices)} training sentences"):
+            result = RUNNERS[kind](probe, train, ev, sel, seed, **extra)
     except ValueError as e:
         raise ProbingError(f"probe={kind}: {e}") from e
     # features: what the probe read (attention maps, hidden or heads vectors); measure: the maps' measure
@@ -209,7 +201,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
     metrics = {**ident, "n_heads": len(sel), "split_note": note, "train_sentences": int(len(train.indices)),
                "eval_sentences": int(len(ev.indices)), "exclude_punct": probe.exclude_punct,
                "feature_set": str(probe.feature_set), **result.metrics, "config_key": key,
-               "reused_results": False, "probe_seconds": round(time.perf_counter() - start, 3)}
+               "reused_results": False, **timer.metrics()}
     tables = {schema.PROBE_SCORES.name: scores_table(result.metrics, ident)}
     for name, df in result.tables.items():
         tables[name] = df.assign(**{k: v for k, v in ident.items() if k not in df.columns})
