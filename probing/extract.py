@@ -19,7 +19,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -34,7 +34,7 @@ from probing.errors import ProbingError, StoreError
 from probing.mixing import capture, compute, heads_of
 from probing.paths import absolute
 from probing.store import FORMAT_VERSION, ArrayLayout, ArrayStore, AttentionStore, VectorStore, write_manifest
-from probing.store.shards import MANIFEST, ShardWriter, complete_shards, discard_shards
+from probing.store.shards import MANIFEST, ShardScan, ShardWriter, complete_shards, discard_shards
 
 log = logging.getLogger(__name__)
 
@@ -258,22 +258,9 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequen
 
     pooling = Pooling(cfg.pooling)
     store_dtype = str(enum_value(cfg.store_dtype))
-    scans = []
-    for t in targets:
-        scan = complete_shards(t.directory, verify=True)  # a resumed shard is read back whole before it counts
-        discard_shards(t.directory, scan.bad)
-        scans.append(scan)
+    scans = [_scan(t.directory) for t in targets]
     done = [scan.entries for scan in scans]
-    tokenized = encoder.tokenize([s.words for s in corpus])
-    if cfg.max_length is not None:
-        tokenized = [t if isinstance(t, str) or len(t.input_ids) <= cfg.max_length
-                     else f"too long: {len(t.input_ids)} word pieces > extract.max_length={cfg.max_length}"
-                     for t in tokenized]
-    skipped_rows = [{"index": i, "id": corpus[i].id, "reason": t,
-                     "kind": "too long" if t.startswith("too long") else "no word pieces"}
-                    for i, t in enumerate(tokenized) if isinstance(t, str)]
-    todo = [(i, t) for i, t in enumerate(tokenized) if not isinstance(t, str) and any(i not in d for d in done)]
-    todo.sort(key=lambda it: len(it[1].input_ids))
+    todo, skipped_rows = _sentences_to_extract(encoder, corpus, cfg, done)
     resumed = min(len(d) for d in done)
     for t, d in zip(targets, done):
         if d:
@@ -283,55 +270,94 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequen
     else:  # the last hidden state is the last feed-forward block's output
         encoder.restore_last_ffn()
     dtype = getattr(torch, store_dtype)  # the store's dtype: arrays are converted once per batch
-    writers = [ShardWriter(t.directory, store_dtype, cfg.shard_mb, scan.next_shard, what=f"{t.measure} arrays")
+    writers = [ShardWriter(t.directory, store_dtype, cfg.shard_mb, scan.next_shard,
+                           what=f"{t.measure} arrays")
                for t, scan in zip(targets, scans)]
     start = time.perf_counter()
     bar = tqdm(total=len(todo), unit="sent", desc="extract", disable=not cfg.progress, dynamic_ncols=True)
     try:
-        for batch in _batches(todo, cfg.batch_size, cfg.max_batch_tokens):
-            need = [k for k, d in enumerate(done) if any(i not in d for i, _ in batch)]
-            maps = word_maps(encoder, [t for _, t in batch], pooling, [targets[k].measure for k in need], dtype,
-                             encoder.buffers)
-            for k in need:
-                for (i, t), a in zip(batch, maps[targets[k].measure]):
-                    if i not in done[k]:
-                        writers[k].add(i, a, len(corpus[i]), t.prefix, m=t.n_positions)
-            bar.update(len(batch))
-        for w in writers:
-            w.flush(wait=False)  # every store's last shard written at once
-        for w in writers:
-            w.flush()
+        _write_batches(encoder, corpus, cfg, targets, todo, done, writers, pooling, dtype, bar)
     finally:
         bar.close()
         for w in writers:
             w.drain()
     seconds = time.perf_counter() - start
-    stores = {}
-    for t in targets:
-        layout = array_layout(t.measure, encoder)
-        kind = {"representation": enum_value(t.measure)} if isinstance(t.measure, Representation) else {
-            "measure": enum_value(t.measure)}
-        write_manifest(t.directory, {
-            "key": t.key,
-            "inputs": t.inputs,
-            **kind,
-            "model_name": encoder.name,
-            "corpus_name": corpus.name,
-            "split": corpus.split,
-            "n_sentences": len(corpus),
-            "num_layers": layout.lead[0],
-            "num_heads": layout.lead[1] if len(layout.lead) > 1 else 1,
-            "array": layout.to_json(),
-            "store_dtype": store_dtype,
-            "special_tokens": encoder.special_tokens,
-            "skipped": skipped_rows,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            "extract_seconds": seconds,
-        })
-        stores[t.measure] = open_store(t.directory, t.measure)
+    stores = {t.measure: _finish_store(t, encoder, corpus, store_dtype, skipped_rows, seconds)
+              for t in targets}
     first = stores[targets[0].measure]
     return ExtractReport(first, reused=False, extracted=len(todo), resumed_from=resumed, seconds=seconds,
                          stores=stores)
+
+
+def _scan(directory: Path) -> ShardScan:
+    """The complete shards already in ``directory``; bad ones are discarded (re-extracted)."""
+    scan = complete_shards(directory, verify=True)  # a resumed shard is read back whole before it counts
+    discard_shards(directory, scan.bad)
+    return scan
+
+
+def _sentences_to_extract(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, done: Sequence[dict]
+                          ) -> tuple[list[tuple[int, Tokenized]], list[dict]]:
+    """The sentences some store still lacks, tokenized and sorted by length, and the rows of the sentences
+    no store can hold (too long, or no word pieces) for the manifests."""
+    tokenized = encoder.tokenize([s.words for s in corpus])
+    if cfg.max_length is not None:
+        tokenized = [t if isinstance(t, str) or len(t.input_ids) <= cfg.max_length
+                     else f"too long: {len(t.input_ids)} word pieces > extract.max_length={cfg.max_length}"
+                     for t in tokenized]
+    skipped_rows = [{"index": i, "id": corpus[i].id, "reason": t,
+                     "kind": "too long" if t.startswith("too long") else "no word pieces"}
+                    for i, t in enumerate(tokenized) if isinstance(t, str)]
+    todo = [(i, t) for i, t in enumerate(tokenized)
+            if not isinstance(t, str) and any(i not in d for d in done)]
+    todo.sort(key=lambda it: len(it[1].input_ids))
+    return todo, skipped_rows
+
+
+def _write_batches(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequence[_Target],
+                   todo: Sequence[tuple[int, Tokenized]], done: Sequence[dict],
+                   writers: Sequence[ShardWriter], pooling: Pooling, dtype: torch.dtype, bar: Any) -> None:
+    """Run ``todo`` through the encoder batch by batch and hand each store the sentences it lacks; then
+    write every store's last shard."""
+    for batch in _batches(todo, cfg.batch_size, cfg.max_batch_tokens):
+        need = [k for k, d in enumerate(done) if any(i not in d for i, _ in batch)]
+        maps = word_maps(encoder, [t for _, t in batch], pooling, [targets[k].measure for k in need], dtype,
+                         encoder.buffers)
+        for k in need:
+            for (i, t), a in zip(batch, maps[targets[k].measure]):
+                if i not in done[k]:
+                    writers[k].add(i, a, len(corpus[i]), t.prefix, m=t.n_positions)
+        bar.update(len(batch))
+    for w in writers:
+        w.flush(wait=False)  # every store's last shard written at once
+    for w in writers:
+        w.flush()
+
+
+def _finish_store(t: _Target, encoder: Encoder, corpus: Corpus, store_dtype: str, skipped_rows: list[dict],
+                  seconds: float) -> ArrayStore:
+    """Write the manifest of a target's store (which makes it complete) and open it."""
+    layout = array_layout(t.measure, encoder)
+    kind = {"representation": enum_value(t.measure)} if isinstance(t.measure, Representation) else {
+        "measure": enum_value(t.measure)}
+    write_manifest(t.directory, {
+        "key": t.key,
+        "inputs": t.inputs,
+        **kind,
+        "model_name": encoder.name,
+        "corpus_name": corpus.name,
+        "split": corpus.split,
+        "n_sentences": len(corpus),
+        "num_layers": layout.lead[0],
+        "num_heads": layout.lead[1] if len(layout.lead) > 1 else 1,
+        "array": layout.to_json(),
+        "store_dtype": store_dtype,
+        "special_tokens": encoder.special_tokens,
+        "skipped": skipped_rows,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        "extract_seconds": seconds,
+    })
+    return open_store(t.directory, t.measure)
 
 
 def array_layout(what: Stored, encoder: Encoder) -> ArrayLayout:

@@ -180,70 +180,11 @@ class GrammarGenerator:
         r = self.rng
         subj = self.subject()
         kind = r.choices(["intr", "tr", "ditr", "cop", "modal", "going", "coord"], [3, 4, 2, 2, 2, 1, 1])[0]
-        after: list[_Tok] = []
-        before_verb: list[_Tok] = []
         if kind == "cop":
-            be = self._be(subj, past=r.random() < 0.5)
-            adj = _Tok(r.choice(ADJS), "ADJ")
-            cop = _Tok(be, "AUX")
-            _attach(cop, adj, "cop")
-            _attach(subj, adj, "nsubj")
-            toks = subj.toks + [cop]
-            if r.random() < 0.3:
-                intens = _Tok(r.choice(INTENSIFIERS), "ADV")
-                _attach(intens, adj, "advmod")
-                toks.append(intens)
-            return toks + [adj], adj
+            return self._copular_clause(subj)
         if kind == "going":
-            be = _Tok(self._be(subj, past=False), "AUX")
-            going = _Tok("going", "VERB")
-            to = _Tok("to", "PART")
-            verb = _Tok(r.choice(BASE_TRANSITIVE), "VERB")
-            obj = self.np(things=True)
-            _attach(subj, going, "nsubj")
-            _attach(be, going, "aux")
-            _attach(to, verb, "mark")
-            _attach(verb, going, "xcomp")
-            _attach(obj, verb, "obj")
-            toks = subj.toks + [be, going, to, verb] + obj.toks
-            if r.random() < 0.5:
-                pp = self.pp()
-                _attach(pp, verb, "obl")
-                toks += pp.toks
-            return toks, going
-        if kind == "modal":
-            aux = _Tok(r.choice(MODALS), "AUX")
-            verb = _Tok(r.choice(BASE_TRANSITIVE), "VERB")
-            _attach(aux, verb, "aux")
-            before_verb = [aux]
-            obj = self.np(things=True)
-            _attach(obj, verb, "obj")
-            after = obj.toks
-        elif kind == "intr":
-            verb = _Tok(r.choice(INTRANSITIVE), "VERB")
-            if r.random() < 0.7:
-                pp = self.pp()
-                _attach(pp, verb, "obl")
-                after = pp.toks
-        elif kind == "tr":
-            verb = _Tok(r.choice(TRANSITIVE), "VERB")
-            obj = self.np(things=True)
-            _attach(obj, verb, "obj")
-            after = obj.toks
-        elif kind == "ditr":
-            verb = _Tok(r.choice(DITRANSITIVE), "VERB")
-            iobj = self.np(depth=1)
-            obj = self.np(things=True, depth=1)
-            _attach(iobj, verb, "iobj")
-            _attach(obj, verb, "obj")
-            after = iobj.toks + obj.toks
-        else:  # coordinated verbs: "sat and laughed"
-            verb = _Tok(r.choice(INTRANSITIVE), "VERB")
-            cc = _Tok("and", "CCONJ")
-            verb2 = _Tok(r.choice([v for v in INTRANSITIVE if v != verb.word]), "VERB")
-            _attach(cc, verb2, "cc")
-            _attach(verb2, verb, "conj")
-            after = [cc, verb2]
+            return self._going_to_clause(subj)
+        before_verb, verb, after = self._verb_phrase(kind)
         _attach(subj, verb, "nsubj")
         toks = subj.toks + before_verb + [verb] + after
         if r.random() < 0.25:
@@ -251,6 +192,82 @@ class GrammarGenerator:
             _attach(adv, verb, "advmod")
             toks.append(adv)
         return toks, verb
+
+    def _copular_clause(self, subj: _Phrase) -> tuple[list[_Tok], _Tok]:
+        """A copular clause ("the cat is very happy"): the adjective is its root, as in UD."""
+        r = self.rng
+        be = self._be(subj, past=r.random() < 0.5)
+        adj = _Tok(r.choice(ADJS), "ADJ")
+        cop = _Tok(be, "AUX")
+        _attach(cop, adj, "cop")
+        _attach(subj, adj, "nsubj")
+        toks = subj.toks + [cop]
+        if r.random() < 0.3:
+            intens = _Tok(r.choice(INTENSIFIERS), "ADV")
+            _attach(intens, adj, "advmod")
+            toks.append(intens)
+        return toks + [adj], adj
+
+    def _going_to_clause(self, subj: _Phrase) -> tuple[list[_Tok], _Tok]:
+        """A "be going to" clause: rooted at "going", the verb after "to" its xcomp."""
+        r = self.rng
+        be = _Tok(self._be(subj, past=False), "AUX")
+        going = _Tok("going", "VERB")
+        to = _Tok("to", "PART")
+        verb = _Tok(r.choice(BASE_TRANSITIVE), "VERB")
+        obj = self.np(things=True)
+        _attach(subj, going, "nsubj")
+        _attach(be, going, "aux")
+        _attach(to, verb, "mark")
+        _attach(verb, going, "xcomp")
+        _attach(obj, verb, "obj")
+        toks = subj.toks + [be, going, to, verb] + obj.toks
+        if r.random() < 0.5:
+            pp = self.pp()
+            _attach(pp, verb, "obl")
+            toks += pp.toks
+        return toks, going
+
+    def _verb_phrase(self, kind: str) -> tuple[list[_Tok], _Tok, list[_Tok]]:
+        """The main verb of a clause of ``kind`` with its dependents before and after it (the subject
+        and any adverb are the caller's): (words before the verb, the verb, words after it)."""
+        r = self.rng
+        if kind == "modal":
+            aux = _Tok(r.choice(MODALS), "AUX")
+            verb = _Tok(r.choice(BASE_TRANSITIVE), "VERB")
+            _attach(aux, verb, "aux")
+            return [aux], verb, self._object_of(verb)
+        if kind == "intr":
+            verb = _Tok(r.choice(INTRANSITIVE), "VERB")
+            after: list[_Tok] = []
+            if r.random() < 0.7:
+                pp = self.pp()
+                _attach(pp, verb, "obl")
+                after = pp.toks
+            return [], verb, after
+        if kind == "tr":
+            verb = _Tok(r.choice(TRANSITIVE), "VERB")
+            return [], verb, self._object_of(verb)
+        if kind == "ditr":
+            verb = _Tok(r.choice(DITRANSITIVE), "VERB")
+            iobj = self.np(depth=1)
+            obj = self.np(things=True, depth=1)
+            _attach(iobj, verb, "iobj")
+            _attach(obj, verb, "obj")
+            return [], verb, iobj.toks + obj.toks
+        # coordinated verbs: "sat and laughed"
+        verb = _Tok(r.choice(INTRANSITIVE), "VERB")
+        cc = _Tok("and", "CCONJ")
+        verb2 = _Tok(r.choice([v for v in INTRANSITIVE if v != verb.word]), "VERB")
+        _attach(cc, verb2, "cc")
+        _attach(verb2, verb, "conj")
+        return [], verb, [cc, verb2]
+
+    def _object_of(self, verb: _Tok) -> list[_Tok]:
+        """A thing as ``verb``'s direct object: its words."""
+        obj = self.np(things=True)
+        _attach(obj, verb, "obj")
+        return obj.toks
 
     @staticmethod
     def _be(subj: _Phrase, past: bool) -> str:

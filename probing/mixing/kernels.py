@@ -68,18 +68,7 @@ def key_terms(probs: np.ndarray, f: np.ndarray, g1: np.ndarray, g2: np.ndarray, 
         if want0:
             _gram(fj, n_heads, gram0[b, j])
         if want2:  # f1 = g1 ⊙ (f - mean f) in place, u = g2 ⊙ (f1 - mean f1) beside it
-            u = np.empty((n_heads, width), np.float32)
-            for k in range(n_heads):
-                m, m1 = mean[k], mean_g[k] - mean[k] * g1_mean
-                s = np.float32(0.0)
-                for e in range(width):
-                    c = g1[e] * (fj[k, e] - m)
-                    fj[k, e] = c
-                    w = g2[e] * (c - m1)
-                    u[k, e] = w
-                    s += w * x2[b, j, e]
-                fx2[b, k, j] = s
-            _gram(u, n_heads, gram2[b, j])
+            _globenc_key(fj, n_heads, width, mean, mean_g, g1, g1_mean, g2, x2, b, j, fx2, gram2)
         elif want_alti:
             for k in range(n_heads):
                 m = mean[k]
@@ -87,6 +76,27 @@ def key_terms(probs: np.ndarray, f: np.ndarray, g1: np.ndarray, g2: np.ndarray, 
                     fj[k, e] = g1[e] * (fj[k, e] - m)
         if want_alti:
             _alti_key(probs, fj, target, h, h_l1, b, j, n, alti)
+
+
+@njit(fastmath=True, cache=True, inline="always")
+def _globenc_key(fj: np.ndarray, n_heads: int, width: int, mean: np.ndarray, mean_g: np.ndarray,
+                 g1: np.ndarray, g1_mean: float, g2: np.ndarray, x2: np.ndarray, b: int, j: int,
+                 fx2: np.ndarray, gram2: np.ndarray) -> None:
+    """GlobEnc's terms of key ``j`` (inlined in :func:`key_terms`, whose means of ``f`` it reads):
+    ``f1 = g1 ⊙ (f - mean f)`` in place in ``fj`` (ALTI reads it next), ``u = g2 ⊙ (f1 - mean f1)``
+    beside it, then ``fx2[b, :, j]`` and ``gram2[b, j]`` from ``u``."""
+    u = np.empty((n_heads, width), np.float32)
+    for k in range(n_heads):
+        m, m1 = mean[k], mean_g[k] - mean[k] * g1_mean
+        s = np.float32(0.0)
+        for e in range(width):
+            c = g1[e] * (fj[k, e] - m)
+            fj[k, e] = c
+            w = g2[e] * (c - m1)
+            u[k, e] = w
+            s += w * x2[b, j, e]
+        fx2[b, k, j] = s
+    _gram(u, n_heads, gram2[b, j])
 
 
 @njit(fastmath=True, cache=True)

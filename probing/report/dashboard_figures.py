@@ -174,71 +174,90 @@ def probe_figures(sources: Sequence[Any]) -> list[Fig]:
                                                          if "probe" in s.probes.columns else ["probe"])}
                    - set(OWN_FIGURES))
     for kind in kinds:
-        per = []
-        for s in with_probes:
-            df = s.probes
-            df = df[df["probe"].astype(str) == kind] if "probe" in df.columns else df
-            df = df.assign(layer=pd.to_numeric(df.get("layer"), errors="coerce"),
-                           head=pd.to_numeric(df.get("head"), errors="coerce"),
-                           value=pd.to_numeric(df["value"], errors="coerce"))
-            if len(df):
-                per.append((s, df))
+        per = _probe_rows(with_probes, kind)
         if not per:
             continue
-        metrics = [m for m in schema.PROBE_SHOWN if m not in NOT_ON_SCORE_AXIS and any((df["metric"] == m).any()
-                                                                                        for _, df in per)]
+        metrics = [m for m in schema.PROBE_SHOWN
+                   if m not in NOT_ON_SCORE_AXIS and any((df["metric"] == m).any() for _, df in per)]
         if not metrics or metrics[0] not in PROBE_PRIMARY:
             continue  # no score to plot
-        # per-layer lines: per-layer jobs as they are; per-head jobs as the best head of each layer (by the
-        # first headline metric), all its numbers from that same head
-        fig = P.grid_figure(1, len(per), [s.label for s, _ in per], shared_yaxes=True)
-        for c, (s, df) in enumerate(per, start=1):
-            layer_jobs = df[df["layer"].notna() & df["head"].isna()]
-            head_jobs = _best_head_per_layer(df[df["layer"].notna() & df["head"].notna()], metrics)
-            for i, m in enumerate(metrics):
-                if len(layer_jobs[layer_jobs["metric"] == m]):
-                    pts, how = layer_jobs[layer_jobs["metric"] == m].groupby("layer")["value"].mean(), "layer"
-                elif len(head_jobs[head_jobs["metric"] == m]):
-                    pts, how = head_jobs[head_jobs["metric"] == m].groupby("layer")["value"].mean(), "best head"
-                else:
-                    continue
-                fig["data"].append(P.on({
-                    "type": "scatter", "x": pts.index.tolist(), "y": pts.to_numpy().tolist(), "mode": "lines+markers",
-                    "name": f"{m} ({how})", "legendgroup": m, "showlegend": c == 1,
-                    "line": {"dash": "dot" if "control" in m else "solid"},
-                    "marker": {"color": _COLOURS[i % len(_COLOURS)]}}, 1, c, len(per)))
-            everything = df[df["layer"].isna() & df["head"].isna()]
-            for m in ("accuracy", "selectivity"):
-                v = everything[everything["metric"] == m]["value"]
-                if len(v):
-                    P.hline(fig, float(v.iloc[0]), c, f"all heads: {m} {float(v.iloc[0]):.3f}")
-            x = fig["layout"]["xaxis" if c == 1 else f"xaxis{c}"]
-            x.update(title={"text": "layer"}, dtick=1)
-        fig["layout"].update(height=360, margin=dict(b=40, l=50, r=30, t=60))
-        out.append((f"probe={kind}: accuracy, control and selectivity per layer", fig, 0))
+        lines = _probe_lines(per, metrics)
+        out.append((f"probe={kind}: accuracy, control and selectivity per layer", lines, 0))
         heat = [(s, df[df["layer"].notna() & df["head"].notna()]) for s, df in per]
         heat = [(s, df) for s, df in heat if len(df)]
         hm = [m for m in PROBE_PRIMARY + ("selectivity",) if any((df["metric"] == m).any() for _, df in heat)]
         if heat and hm:
-            fig = P.grid_figure(len(hm), len(heat), [f"{s.label} · {m}" for m in hm for s, _ in heat])
-            count = 0
-            for r, m in enumerate(hm, start=1):
-                for c, (s, df) in enumerate(heat, start=1):
-                    sub = df[df["metric"] == m].groupby(["layer", "head"], as_index=False)["value"].mean()
-                    if not len(sub):
-                        continue
-                    z = grid(sub, "value", *shape_of(sub))
-                    axis = "coloraxis2" if m == "selectivity" else "coloraxis"
-                    trace = P.heatmap(z, axis, f"L%{{y}} H%{{x}}<br>{m} %{{z:.3f}}")
-                    fig["data"].append(P.on(trace, r, c, len(heat)))
-                    count += 1
-            P.layer_head_axes(fig, len(hm), len(heat), *shape_of(heat[0][1]))
-            fig["layout"].update(height=300 * len(hm) + 40, margin=dict(b=40, l=50, r=80, t=60),
-                                 coloraxis=P.coloraxis("Viridis", "acc", dict(len=0.45, y=1, yanchor="top")),
-                                 coloraxis2=P.coloraxis("RdBu", "sel.", dict(len=0.45, y=0, yanchor="bottom"), cmid=0,
-                                                       reversescale=True))
+            fig, count = _probe_heatmaps(heat, hm)
             out.append((f"probe={kind}: one probe per head", fig, count))
     return out
+
+
+def _probe_rows(with_probes: Sequence[Any], kind: str) -> list[tuple[Any, pd.DataFrame]]:
+    """Per source, its rows of probe ``kind`` with numeric layer, head and value (none: source left out)."""
+    per = []
+    for s in with_probes:
+        df = s.probes
+        df = df[df["probe"].astype(str) == kind] if "probe" in df.columns else df
+        df = df.assign(layer=pd.to_numeric(df.get("layer"), errors="coerce"),
+                       head=pd.to_numeric(df.get("head"), errors="coerce"),
+                       value=pd.to_numeric(df["value"], errors="coerce"))
+        if len(df):
+            per.append((s, df))
+    return per
+
+
+def _probe_lines(per: Sequence[tuple[Any, pd.DataFrame]], metrics: Sequence[str]) -> dict:
+    """One panel per source of per-layer lines: per-layer jobs as they are; per-head jobs as the best head of
+    each layer (by the first headline metric), all its numbers from that same head; a job over all heads
+    as a horizontal line."""
+    fig = P.grid_figure(1, len(per), [s.label for s, _ in per], shared_yaxes=True)
+    for c, (s, df) in enumerate(per, start=1):
+        layer_jobs = df[df["layer"].notna() & df["head"].isna()]
+        head_jobs = _best_head_per_layer(df[df["layer"].notna() & df["head"].notna()], metrics)
+        for i, m in enumerate(metrics):
+            if len(layer_jobs[layer_jobs["metric"] == m]):
+                pts, how = layer_jobs[layer_jobs["metric"] == m].groupby("layer")["value"].mean(), "layer"
+            elif len(head_jobs[head_jobs["metric"] == m]):
+                pts, how = head_jobs[head_jobs["metric"] == m].groupby("layer")["value"].mean(), "best head"
+            else:
+                continue
+            fig["data"].append(P.on({
+                "type": "scatter", "x": pts.index.tolist(), "y": pts.to_numpy().tolist(),
+                "mode": "lines+markers", "name": f"{m} ({how})", "legendgroup": m, "showlegend": c == 1,
+                "line": {"dash": "dot" if "control" in m else "solid"},
+                "marker": {"color": _COLOURS[i % len(_COLOURS)]}}, 1, c, len(per)))
+        everything = df[df["layer"].isna() & df["head"].isna()]
+        for m in ("accuracy", "selectivity"):
+            v = everything[everything["metric"] == m]["value"]
+            if len(v):
+                P.hline(fig, float(v.iloc[0]), c, f"all heads: {m} {float(v.iloc[0]):.3f}")
+        x = fig["layout"]["xaxis" if c == 1 else f"xaxis{c}"]
+        x.update(title={"text": "layer"}, dtick=1)
+    fig["layout"].update(height=360, margin=dict(b=40, l=50, r=30, t=60))
+    return fig
+
+
+def _probe_heatmaps(heat: Sequence[tuple[Any, pd.DataFrame]], hm: Sequence[str]) -> tuple[dict, int]:
+    """Layer x head heatmaps of the per-head jobs, a row per metric of ``hm`` and a column per source, and
+    how many heatmaps it holds."""
+    fig = P.grid_figure(len(hm), len(heat), [f"{s.label} · {m}" for m in hm for s, _ in heat])
+    count = 0
+    for r, m in enumerate(hm, start=1):
+        for c, (s, df) in enumerate(heat, start=1):
+            sub = df[df["metric"] == m].groupby(["layer", "head"], as_index=False)["value"].mean()
+            if not len(sub):
+                continue
+            z = grid(sub, "value", *shape_of(sub))
+            axis = "coloraxis2" if m == "selectivity" else "coloraxis"
+            trace = P.heatmap(z, axis, f"L%{{y}} H%{{x}}<br>{m} %{{z:.3f}}")
+            fig["data"].append(P.on(trace, r, c, len(heat)))
+            count += 1
+    P.layer_head_axes(fig, len(hm), len(heat), *shape_of(heat[0][1]))
+    fig["layout"].update(height=300 * len(hm) + 40, margin=dict(b=40, l=50, r=80, t=60),
+                         coloraxis=P.coloraxis("Viridis", "acc", dict(len=0.45, y=1, yanchor="top")),
+                         coloraxis2=P.coloraxis("RdBu", "sel.", dict(len=0.45, y=0, yanchor="bottom"), cmid=0,
+                                                reversescale=True))
+    return fig, count
 
 
 def _best_head_per_layer(df: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
