@@ -331,10 +331,11 @@ class ProbeConfig(SplitSettings):
 
     kind: ProbeKind = ProbeKind.relation
     measure: Measure = Measure.attention  # the stores read (built too if extract.measures lacks it)
-    # relation, edge: attention maps, or pair vectors [x_i; x_j; x_i*x_j] of hidden (one layer; probe.layer is
-    # 0..L with 0 the embeddings) or heads (probe.layer's heads, or one with probe.head)
+    # relation, edge: attention maps, or pair vectors [x_i; x_j; x_i*x_j] of hidden or heads vectors
     features: Features = Features.attention
-    layer: Optional[int] = None  # None: all layers
+    # layer l, one index for everything it has: its attention maps, its heads' context vectors, and (hidden) the
+    # residual stream entering it, so hidden runs 0..L (0: the embeddings; L: the last layer's output). None: all
+    layer: Optional[int] = None
     head: Optional[int] = None  # None: every head of the selected layer(s); a per-layer measure has only head 0
     feature_set: FeatureSet = FeatureSet.both
     neighbour_offsets: List[int] = field(default_factory=list)  # also A[i,j+o], A[j,i+o]

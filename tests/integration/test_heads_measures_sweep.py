@@ -1,4 +1,4 @@
-"""A Hydra multirun over measures (issue 9): ``probing -m heads.measure=attention,norm`` runs both jobs, each
+"""A Hydra multirun over measures: ``probing -m heads.measure=attention,norm`` runs both jobs, each
 scoring its own measure's store, every table naming the measure and the norm run saying its rows were
 normalised for patterns and distances."""
 

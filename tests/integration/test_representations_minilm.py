@@ -1,4 +1,4 @@
-"""Representations of the bundled MiniLM on EWT dev sentences (issue 11): the stored head context vectors,
+"""Representations of the bundled MiniLM on EWT dev sentences: the stored head context vectors,
 through the output projection, are the attention block's output; the stored hidden states are the full model's
 (its last feed-forward block included), pooled to words."""
 

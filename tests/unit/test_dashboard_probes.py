@@ -1,4 +1,4 @@
-"""probing-collect and the dashboard on hand-made sweeps of probes on representations (issue 11): structural
+"""probing-collect and the dashboard on hand-made sweeps of probes on representations: structural
 and MDL numbers collected, per-layer curves against the random-init and embedding-layer baselines, per-head
 UUAS grids beside the same heads' attention accuracy."""
 

@@ -144,7 +144,7 @@ def test_store_predictions_are_the_in_memory_predictions(synth):
 
 
 def test_every_newton_iteration_is_logged_with_its_loss(caplog):
-    """Issue 12: the full-data arc probe ran for minutes with nothing printed."""
+    """A long arc-probe fit reports its progress: it is never silent for minutes."""
     data = _random_data(5)
     with caplog.at_level("INFO", logger="probing.probes.arc.solver"):
         fit_probes([ArcProbe(), ArcProbe()], data, [data.gold, np.full(data.n_dependents, -1)],

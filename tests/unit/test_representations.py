@@ -1,4 +1,4 @@
-"""Representations in the store (issue 11): hidden states and head context vectors pooled to words, stored
+"""Representations in the store: hidden states and head context vectors pooled to words, stored
 beside the maps from the same pass, keyed apart, resumable; and the random-init model as its own identity."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``probe.features=hidden|heads`` (issue 11): relation and edge probes on pair vectors [x_i; x_j; x_i ⊙ x_j]
+"""``probe.features=hidden|heads``: relation and edge probes on pair vectors [x_i; x_j; x_i ⊙ x_j]
 read from the representation stores; config keys of attention probes unchanged."""
 
 from __future__ import annotations

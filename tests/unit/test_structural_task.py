@@ -1,5 +1,5 @@
-"""task=probe probe=distance|depth (issue 11): structural probes on stored hidden / head vectors, end to end on
-a tiny random BERT; config keys of older probes unchanged by the new keys at their defaults."""
+"""task=probe probe=distance|depth: structural probes on stored hidden / head vectors, end to end on
+a tiny random BERT; the probe settings that change the numbers change the config key."""
 
 from __future__ import annotations
 
