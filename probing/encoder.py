@@ -287,6 +287,24 @@ def _random_model(path: str, revision: Optional[str], trust_remote_code: bool, d
                                      trust_remote_code=trust_remote_code)
 
 
+def length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
+    """Consecutive indices of ``lengths`` (pieces per sentence, sorted by the caller) grouped into batches,
+    each capped by sentence count and by padded pieces (sentences x longest): extraction and importance
+    batch alike."""
+    out: list[list[int]] = []
+    group: list[int] = []
+    longest = 0
+    for i, n in enumerate(lengths):
+        if group and (len(group) >= batch_size or max(longest, n) * (len(group) + 1) > max_tokens):
+            out.append(group)
+            group, longest = [], 0
+        group.append(i)
+        longest = max(longest, n)
+    if group:
+        out.append(group)
+    return out
+
+
 def model_label(cfg: ModelConfig) -> str:
     """``model.name``, with ``-random<seed>`` for a randomly initialised copy (store directories, manifests)."""
     return f"{cfg.name}-random{cfg.init_seed}" if cfg.random_init else cfg.name

@@ -19,7 +19,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -29,7 +29,7 @@ from probing.alignment import pool_attention, pool_layers
 from probing.buffers import Buffers
 from probing.config import ExtractConfig, Measure, ModelConfig, Pooling, Representation, enum_value
 from probing.corpus import Corpus
-from probing.encoder import Encoder, Tokenized, load_encoder, model_identity, model_label
+from probing.encoder import Encoder, Tokenized, length_batches, load_encoder, model_identity, model_label
 from probing.errors import ProbingError, StoreError
 from probing.mixing import capture, compute, heads_of
 from probing.paths import absolute
@@ -114,22 +114,6 @@ class _Target:
     key: str
     inputs: dict
     directory: Path
-
-
-def _batches(items: Sequence[tuple[int, Tokenized]], batch_size: int, max_tokens: int
-             ) -> Iterator[list[tuple[int, Tokenized]]]:
-    """Length-sorted batches, capped by sentence count and by padded tokens (sentences x longest)."""
-    batch: list[tuple[int, Tokenized]] = []
-    longest = 0
-    for item in items:
-        n = len(item[1].input_ids)
-        if batch and (len(batch) >= batch_size or max(longest, n) * (len(batch) + 1) > max_tokens):
-            yield batch
-            batch, longest = [], 0
-        batch.append(item)
-        longest = max(longest, n)
-    if batch:
-        yield batch
 
 
 def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling, measures: Sequence[Stored],
@@ -319,7 +303,8 @@ def _write_batches(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets
                    writers: Sequence[ShardWriter], pooling: Pooling, dtype: torch.dtype, bar: Any) -> None:
     """Run ``todo`` through the encoder batch by batch and hand each store the sentences it lacks; then
     write every store's last shard."""
-    for batch in _batches(todo, cfg.batch_size, cfg.max_batch_tokens):
+    for group in length_batches([len(t.input_ids) for _, t in todo], cfg.batch_size, cfg.max_batch_tokens):
+        batch = [todo[i] for i in group]
         need = [k for k, d in enumerate(done) if any(i not in d for i, _ in batch)]
         maps = word_maps(encoder, [t for _, t in batch], pooling, [targets[k].measure for k in need], dtype,
                          encoder.buffers)

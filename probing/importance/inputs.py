@@ -12,7 +12,7 @@ import torch
 from probing.alignment import pooling_matrix
 from probing.config import Pooling
 from probing.corpus import Corpus
-from probing.encoder import Encoder, Tokenized
+from probing.encoder import Encoder, Tokenized, length_batches
 from probing.errors import ProbingError
 
 
@@ -43,17 +43,8 @@ def make_batches(encoder: Encoder, corpus: Corpus, batch_size: int, max_tokens: 
         if isinstance(t, str):
             raise ProbingError(f"{corpus.name} {corpus.split} sentence {corpus[i].id}: {t}")
     order = sorted(range(len(toks)), key=lambda i: len(toks[i].input_ids))
-    out, group, longest = [], [], 0
-    for i in order:
-        n = len(toks[i].input_ids)
-        if group and (len(group) >= batch_size or max(longest, n) * (len(group) + 1) > max_tokens):
-            out.append(_batch(encoder, corpus, toks, group))
-            group, longest = [], 0
-        group.append(i)
-        longest = max(longest, n)
-    if group:
-        out.append(_batch(encoder, corpus, toks, group))
-    return out
+    groups = length_batches([len(toks[i].input_ids) for i in order], batch_size, max_tokens)
+    return [_batch(encoder, corpus, toks, [order[j] for j in group]) for group in groups]
 
 
 def _batch(encoder: Encoder, corpus: Corpus, toks: Sequence[Tokenized], group: list[int]) -> Batch:
