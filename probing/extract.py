@@ -31,7 +31,7 @@ from probing.config import ExtractConfig, Measure, ModelConfig, Pooling, Represe
 from probing.corpus import Corpus
 from probing.encoder import Encoder, Tokenized, length_batches, load_encoder, model_identity, model_label
 from probing.errors import ProbingError, StoreError
-from probing.mixing import capture, compute, heads_of
+from probing.mixing import capture, compute, heads_of, needs
 from probing.paths import absolute
 from probing.store import FORMAT_VERSION, ArrayLayout, ArrayStore, AttentionStore, VectorStore, write_manifest
 from probing.store.shards import MANIFEST, ShardScan, ShardWriter, complete_shards, discard_shards
@@ -133,10 +133,10 @@ def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling, me
     work = Buffers() if buffers is None else buffers
     pieces: dict = {}
     if others or Representation.heads in wanted:
-        with capture(encoder.model, heads_only=not others) as cap:
+        with capture(encoder.model, needs(others)) as cap:
             attn, pos, m, states = encoder.forward(batch, hidden, stacked=False)
         with torch.inference_mode():
-            pieces = compute(others, cap.pieces(work)) if others else {}
+            pieces = compute(others, cap.pieces(work, attn)) if others else {}
             if Representation.heads in wanted:
                 pieces[Representation.heads] = cap.heads()
     else:

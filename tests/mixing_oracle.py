@@ -33,7 +33,7 @@ def run(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor):
     for k, p in enumerate(layer_parts(model)):
         def hook(module, args, out, k=k):
             ln_in[k], ln_out[k] = args[0].detach().clone(), out.detach().clone()
-        handles.append(p.ln1.register_forward_hook(hook))
+        handles.append(p.norm1.register_forward_hook(hook))
     try:
         with torch.no_grad(), capture(model) as cap:
             out = model(input_ids=ids, attention_mask=mask, output_attentions=True)

@@ -2,8 +2,9 @@
 the pass that gives the weights, what each measure needs (:mod:`~probing.mixing.layout`), and pure functions
 turn it into maps (:mod:`~probing.mixing.measures`)."""
 
-from probing.mixing.layout import LayerPieces, LayoutError, Norm, capture, layer_parts
-from probing.mixing.measures import LAYER_MEASURES, ROLLOUTS, compute, heads_of, rollout
+from probing.mixing.families import LayoutError
+from probing.mixing.layout import LayerPieces, Norm, capture, layer_parts
+from probing.mixing.measures import LAYER_MEASURES, ROLLOUTS, compute, heads_of, needs, rollout
 
 __all__ = ["LAYER_MEASURES", "ROLLOUTS", "LayerPieces", "LayoutError", "Norm", "capture", "compute", "heads_of",
-           "layer_parts", "rollout"]
+           "layer_parts", "needs", "rollout"]

@@ -1,12 +1,11 @@
-"""Where a post-LayerNorm encoder layer keeps what the context-mixing measures need, and forward hooks that
-capture it in the pass that gives the attention weights.
+"""What the context-mixing measures read of each layer, and forward hooks that capture it in the pass that
+gives the attention weights.
 
-Each layer is ``h = LN1(x + Σ_h α^h f^h(x) + b_O)`` then ``y = LN2(h + FFN(h))``. The layout is found by
-structure (BERT, RoBERTa, MiniLM: ``attention.self.value`` / ``attention.output.{dense,LayerNorm}`` /
-``intermediate`` + ``output``; DistilBERT: ``attention.{v_lin,out_lin}`` / ``sa_layer_norm`` / ``ffn`` /
-``output_layer_norm``), so this module needs only torch, never transformers. The FFN is called from its own
-modules, so ``Encoder.skip_last_ffn`` (which bypasses the layer's ``feed_forward_chunk``) does not change what
-the measures see.
+The parts are found through the model's family entry (:mod:`probing.mixing.families`), so this module needs
+only torch, never transformers. Every family gives the heads' context vectors and values; the block measures
+(ALTI, GlobEnc, value zeroing) read a post-LayerNorm layer ``h = LN1(x + Σ_h α^h f^h(x) + b_O)`` then
+``y = LN2(h + FFN(h))``. The FFN is called from its own modules, so ``Encoder.skip_last_ffn`` (which bypasses
+the layer's ``feed_forward_chunk``) does not change what the measures see.
 """
 
 from __future__ import annotations
@@ -14,17 +13,22 @@ from __future__ import annotations
 import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Sequence
 
 import torch
 from torch import nn
 
 from probing.buffers import Buffers
-from probing.errors import ProbingError
-
-
-class LayoutError(ProbingError):
-    """A layer whose attention block cannot be decomposed into per-token vectors."""
+from probing.mixing.families import (
+    BlockParts,
+    CallOrder,
+    LayoutError,
+    Wiring,
+    block_parts,
+    distinct,
+    projection_bias,
+    projection_weight,
+)
 
 
 @dataclass(frozen=True)
@@ -70,19 +74,6 @@ def key_lengths(probs: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class LayerParts:
-    """The modules of one layer the measures read: the attention module (input x, weights α), the value
-    projection, the output projection (``W_O``, ``b_O``), both LayerNorms, and the FFN without residual."""
-
-    attention: nn.Module
-    value: nn.Linear
-    out: nn.Linear
-    ln1: nn.LayerNorm
-    ln2: nn.LayerNorm
-    ffn: Callable[[torch.Tensor], torch.Tensor]
-
-
-@dataclass(frozen=True)
 class LayerPieces:
     """What one layer computed in a forward pass, in float32, ``B`` sentences of ``T`` pieces, ``H`` heads.
 
@@ -93,14 +84,15 @@ class LayerPieces:
     ``w_o`` through :meth:`transformed` and :meth:`f_norms`.
     """
 
-    x: torch.Tensor  # (B, T, D) the layer's input, which is also the residual
+    # (B, T, D) the layer's input, which is also the residual (post-LN blocks; None where not captured)
+    x: Optional[torch.Tensor]
     probs: torch.Tensor  # (B, H, T, T) attention weights, rows = queries
     values: torch.Tensor  # (B, H, T, d) value vectors x_j W_V^h + b_V^h
     w_o: torch.Tensor  # (D, H, d) the output projection, one (D, d) slice per head
     b_o: torch.Tensor  # (D,)
-    ln1: Norm
-    ln2: Norm
-    ffn: Callable[[torch.Tensor], torch.Tensor]  # (..., D) -> (..., D), no residual
+    ln1: Optional[Norm]  # the block's norms and FFN (None: only the per-head parts were captured)
+    ln2: Optional[Norm]
+    ffn: Optional[Callable[[torch.Tensor], torch.Tensor]]  # (..., D) -> (..., D), no residual
     # (B, T, D) LN1's input as the model computed it (hooked); the measures' decomposition sums to it
     ln1_in: Optional[torch.Tensor] = None
     scratch: Optional[Buffers] = None  # shared by the layers of a pass, and by passes (:meth:`f_lent`)
@@ -150,74 +142,37 @@ class LayerPieces:
         return sq.clamp(min=0).sqrt()
 
 
-def _find_layers(model: nn.Module) -> Optional[nn.ModuleList]:
-    for path in ("encoder.layer", "transformer.layer"):
-        obj: Any = model
-        for part in path.split("."):
-            obj = getattr(obj, part, None)
-        if isinstance(obj, nn.ModuleList):
-            return obj
-    return None
-
-
-def _bert_like(layer: nn.Module) -> Optional[LayerParts]:
-    attn, block = getattr(getattr(layer, "attention", None), "self", None), getattr(layer, "attention", None)
-    out = getattr(block, "output", None)
-    inter, output = getattr(layer, "intermediate", None), getattr(layer, "output", None)
-    if attn is None or out is None or inter is None or output is None:
-        return None
-    parts = (getattr(attn, "value", None), getattr(out, "dense", None), getattr(out, "LayerNorm", None),
-             getattr(output, "dense", None), getattr(output, "LayerNorm", None))
-    if not _typed(parts, (nn.Linear, nn.Linear, nn.LayerNorm, nn.Linear, nn.LayerNorm)):
-        return None
-    value, dense, ln1, dense2, ln2 = parts
-    return LayerParts(attn, value, dense, ln1, ln2, lambda h: dense2(inter(h)))
-
-
-def _distilbert_like(layer: nn.Module) -> Optional[LayerParts]:
-    attn = getattr(layer, "attention", None)
-    parts = (getattr(attn, "v_lin", None), getattr(attn, "out_lin", None), getattr(layer, "sa_layer_norm", None),
-             getattr(layer, "output_layer_norm", None))
-    ffn = getattr(layer, "ffn", None)
-    if attn is None or ffn is None or not _typed(parts, (nn.Linear, nn.Linear, nn.LayerNorm, nn.LayerNorm)):
-        return None
-    value, out, ln1, ln2 = parts
-    return LayerParts(attn, value, out, ln1, ln2, ffn)
-
-
-def _typed(parts: tuple, kinds: tuple) -> bool:
-    return all(isinstance(p, k) for p, k in zip(parts, kinds))
-
-
-def layer_parts(model: nn.Module) -> list[LayerParts]:
-    """Every layer's parts, or one :class:`LayoutError` line naming the module class that does not fit."""
-    layers = _find_layers(model)
-    if layers is None:
-        raise LayoutError(f"context-mixing measures: {type(model).__name__} has no encoder.layer or "
-                          "transformer.layer list; only BERT, RoBERTa, MiniLM and DistilBERT layouts are supported")
-    out = []
-    for layer in layers:
-        parts = _bert_like(layer) or _distilbert_like(layer)
-        if parts is None:
-            raise LayoutError(f"context-mixing measures cannot decompose {type(layer).__name__}: expected a "
-                              "post-LayerNorm BERT layer (attention.self.value, attention.output.dense/LayerNorm, "
-                              "intermediate, output) or a DistilBERT block (attention.v_lin/out_lin, "
-                              "sa_layer_norm, ffn, output_layer_norm)")
-        out.append(parts)
-    return out
+def layer_parts(model: nn.Module, capability: str = "block") -> list[BlockParts]:
+    """Every layer's parts in call order (:mod:`probing.mixing.families`); ``capability``: ``heads``, ``norm`` or
+    ``block`` (ALTI, GlobEnc, value zeroing: the whole post-LayerNorm block), refused in one line where the
+    model's layout lacks what it needs."""
+    parts = block_parts(model, capability)
+    if capability == "block" and parts and parts[0].family.wiring is not Wiring.post_ln:
+        fam = parts[0].family
+        raise LayoutError(f"ALTI, GlobEnc and value zeroing are defined here for post-LayerNorm blocks; "
+                          f"{fam.name} is {fam.wiring} (norm and norm_layer work on every family)")
+    if capability == "block":
+        for p in parts:
+            if not isinstance(p.norm1, nn.LayerNorm) or not isinstance(p.norm2, nn.LayerNorm):
+                raise LayoutError(f"{p.family.name} layer {p.index}: the block measures need LayerNorms, found "
+                                  f"{type(p.norm1).__name__} and {type(p.norm2).__name__}")
+    return parts
 
 
 class Capture:
-    """Filled by :func:`capture` during one forward pass; ``pieces()`` turns it into :class:`LayerPieces`."""
+    """Filled by :func:`capture` during one forward pass, each tensor by the layer whose module produced it
+    (in call order, so a shared layer's calls are its L layers); ``pieces()`` turns it into
+    :class:`LayerPieces`."""
 
-    def __init__(self, parts: list[LayerParts]):
+    def __init__(self, parts: list[BlockParts]):
         self.parts = parts
-        self.x: list[Optional[torch.Tensor]] = [None] * len(parts)
-        self.probs: list[Optional[torch.Tensor]] = [None] * len(parts)
-        self.values: list[Optional[torch.Tensor]] = [None] * len(parts)
+        n = len(parts)
+        self.x: list[Optional[torch.Tensor]] = [None] * n
+        self.probs: list[Optional[torch.Tensor]] = [None] * n
+        self.values: list[Optional[torch.Tensor]] = [None] * n
         # the input of each layer's output projection: the heads' context vectors, concatenated
-        self.context: list[Optional[torch.Tensor]] = [None] * len(parts)
-        self.ln1_in: list[Optional[torch.Tensor]] = [None] * len(parts)
+        self.context: list[Optional[torch.Tensor]] = [None] * n
+        self.ln1_in: list[Optional[torch.Tensor]] = [None] * n
 
     def heads(self) -> list[torch.Tensor]:
         """Every layer's heads' context vectors ``z^h_i = Σ_j α^h_ij v^h_j`` of the last pass, concatenated over
@@ -227,23 +182,28 @@ class Capture:
             raise RuntimeError("the forward pass did not reach every layer's attention output projection")
         return list(self.context)  # type: ignore[arg-type]
 
-    def pieces(self, buffers: Optional[Buffers] = None) -> list[LayerPieces]:
+    def pieces(self, buffers: Optional[Buffers] = None, probs: Optional[Sequence[torch.Tensor]] = None
+               ) -> list[LayerPieces]:
         """Per-layer pieces of the last pass (the per-head ``f`` from ``W_O`` reshaped to ``(D, H, d)``);
+        ``probs``: the model's returned attention weights (default: those the attention modules returned);
         ``buffers``: the memory their lent values share (:meth:`LayerPieces.f_lent`), e.g. an extraction's,
         kept across passes (default: fresh, for this pass's layers)."""
         out = []
         scratch = Buffers() if buffers is None else buffers
         for k, p in enumerate(self.parts):
-            x, probs, v = self.x[k], self.probs[k], self.values[k]
-            if x is None or probs is None or v is None:
+            a = probs[k] if probs is not None else self.probs[k]
+            v = self.values[k]
+            if a is None or v is None:
                 raise RuntimeError(f"layer {k}: the forward pass did not reach its attention (no pass run, or "
                                    "an attention implementation that returns no weights)")
-            b, n_heads, t, _ = probs.shape
-            w_o = p.out.weight.detach().float()
-            values = v.float().view(b, t, n_heads, -1).transpose(1, 2)  # (B, H, T, d)
-            out.append(LayerPieces(x.float(), probs.float(), values, w_o.view(w_o.shape[0], n_heads, -1),
-                                   p.out.bias.detach().float(), Norm.of(p.ln1), Norm.of(p.ln2),
-                                   _float_ffn(p.ffn, x.dtype), _float(self.ln1_in[k]), scratch))
+            w_o = projection_weight(p.out).float()
+            n_heads = a.shape[1]
+            block = self.x[k] is not None
+            out.append(LayerPieces(
+                _float(self.x[k]), a.float(), v.float(), w_o.view(w_o.shape[0], n_heads, -1),
+                projection_bias(p.out, w_o.shape[0], w_o).float(), Norm.of(p.norm1) if block else None,
+                Norm.of(p.norm2) if block else None, _float_ffn(p.ffn, self.x[k].dtype) if block else None,
+                _float(self.ln1_in[k]), scratch))
         return out
 
 
@@ -260,32 +220,38 @@ def _float_ffn(ffn: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype
 
 
 @contextmanager
-def capture(model: nn.Module, heads_only: bool = False) -> Iterator[Capture]:
-    """Hooks on every layer's attention module (its input x and weights α), value projection, output
-    projection (its input, the heads' context vectors) and first LayerNorm (its input); removed on exit. Run
-    the model's forward pass (with eager attention) inside the block. ``heads_only``: the output projections'
-    hooks alone, for :meth:`Capture.heads` (the other tensors are then not kept alive past their layer)."""
-    cap = Capture(layer_parts(model))
+def capture(model: nn.Module, need: str = "block") -> Iterator[Capture]:
+    """Hooks on what ``need`` reads (``heads``: the output projections' inputs, the heads' context vectors;
+    ``norm``: also the value projections' outputs; ``block``: also every attention module's input x and
+    weights α and the first norm's input), removed on exit. Run the model's forward pass (with eager attention)
+    inside the block; each hook files its tensor under the layer it was called for (:class:`CallOrder`)."""
+    if need == "norm" and block_parts(model)[0].family.wiring is Wiring.post_ln:
+        need = "block"  # the block's shared decomposition gives norm_layer as it gives ALTI and GlobEnc
+    cap = Capture(layer_parts(model, need))
+    n = len(cap.parts)
     handles = []
-    for k, p in enumerate(cap.parts):
-        def on_attention(module: nn.Module, args: tuple, kwargs: dict, output: Any, k: int = k) -> None:
+
+    def hooked(modules: list[nn.Module], file: Callable[..., None], pre: bool, kwargs: bool = False) -> None:
+        order = CallOrder(n)
+
+        def hook(*args: Any) -> None:
+            file(order.take(), *args)
+
+        for m in distinct(modules):
+            handles.append(m.register_forward_pre_hook(hook) if pre else
+                           m.register_forward_hook(hook, with_kwargs=kwargs))
+
+    hooked([p.out for p in cap.parts], lambda k, m, args: cap.context.__setitem__(k, args[0]), pre=True)
+    if need != "heads":
+        hooked([p.value_module for p in cap.parts],
+               lambda k, m, args, out: cap.values.__setitem__(k, cap.parts[k].values_of(out)), pre=False)
+    if need == "block":
+        def on_attention(k: int, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
             cap.x[k] = args[0] if args else kwargs["hidden_states"]
             cap.probs[k] = output[1] if isinstance(output, tuple) and len(output) > 1 else None
 
-        def on_value(module: nn.Module, args: tuple, output: torch.Tensor, k: int = k) -> None:
-            cap.values[k] = output
-
-        def on_out(module: nn.Module, args: tuple, k: int = k) -> None:
-            cap.context[k] = args[0]
-
-        def on_ln1(module: nn.Module, args: tuple, k: int = k) -> None:
-            cap.ln1_in[k] = args[0]
-
-        handles.append(p.out.register_forward_pre_hook(on_out))
-        if not heads_only:
-            handles.append(p.attention.register_forward_hook(on_attention, with_kwargs=True))
-            handles.append(p.value.register_forward_hook(on_value))
-            handles.append(p.ln1.register_forward_pre_hook(on_ln1))
+        hooked([p.attention for p in cap.parts], on_attention, pre=False, kwargs=True)
+        hooked([p.norm1 for p in cap.parts], lambda k, m, args: cap.ln1_in.__setitem__(k, args[0]), pre=True)
     try:
         yield cap
     finally:

@@ -134,8 +134,12 @@ def _weighted_sq_norms_dense(probs: torch.Tensor, gram: torch.Tensor) -> torch.T
 
 
 def norm_layer(p: LayerPieces) -> torch.Tensor:
-    """``||Σ_h α^h_ij f^h(x_j)||``, the heads' output for piece j seen from query i."""
-    return contributions(p, [Measure.norm_layer])[Measure.norm_layer]
+    """``||Σ_h α^h_ij f^h(x_j)||``, the heads' output for piece j seen from query i (from the block's shared
+    decomposition where the block was captured, else from the Gram matrices of ``f`` alone)."""
+    if p.ln1 is not None:
+        return contributions(p, [Measure.norm_layer])[Measure.norm_layer]
+    gram = torch.einsum("bhtd,bktd->bthk", p.f, p.f)  # (B, T, H, H): <f^h_j, f^k_j>
+    return weighted_sq_norms(p, [gram])[0].clamp(min=0).sqrt()[:, None]
 
 
 def mixed_vectors(p: LayerPieces, rows: slice) -> torch.Tensor:
@@ -278,6 +282,18 @@ def rollout(maps: torch.Tensor, residual: bool) -> torch.Tensor:
     return torch.stack(out, dim=1)
 
 
+# What of a layer each measure reads (probing.mixing.families.NEEDS): per-head value vectors and the output
+# projection, or the whole post-LayerNorm block.
+BLOCK_MEASURES = frozenset({Measure.alti, Measure.globenc, Measure.value_zeroing, Measure.alti_rollout,
+                            Measure.globenc_rollout, Measure.value_zeroing_rollout})
+
+
+def needs(measures: Sequence[Measure]) -> str:
+    """The capture a list of measures needs: ``block``, ``norm`` or (no measure beyond the weights) ``heads``."""
+    wanted = {Measure(m) for m in measures} - {Measure.attention, Measure.rollout}
+    return "block" if wanted & BLOCK_MEASURES else "norm" if wanted else "heads"
+
+
 def compute(measures: Sequence[Measure], pieces: Sequence[LayerPieces]) -> dict[Measure, torch.Tensor]:
     """Every requested measure for one batch: ``(B, L, heads_of(m), T, T)`` float32 each, over pieces.
 
@@ -285,7 +301,7 @@ def compute(measures: Sequence[Measure], pieces: Sequence[LayerPieces]) -> dict[
     ALTI and GlobEnc share one decomposition."""
     wanted = [Measure(m) for m in measures]
     bases = {ROLLOUTS[m][0] if m in ROLLOUTS else m for m in wanted}
-    shared = [m for m in SHARED if m in bases]
+    shared = [m for m in SHARED if m in bases] if pieces and pieces[0].ln1 is not None else []
     per_layer: dict[Measure, list[torch.Tensor]] = {m: [] for m in bases}
     for p in pieces:
         got = contributions(p, shared) if shared else {}

@@ -1,0 +1,62 @@
+"""Tiny random checkpoints of every model family with a layout entry, built from each family's config class
+(transformers' own test practice): 2 layers, 4 heads of width 8 (Llama-style models: 2 key/value heads)."""
+
+from __future__ import annotations
+
+import torch
+
+SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64,
+             max_position_embeddings=64)
+
+
+def configs(vocab: int = 100) -> dict:
+    """``{family: config}`` for :func:`build`."""
+    import transformers as T
+
+    small = {**SMALL, "vocab_size": vocab}
+    ids = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    return {
+        "bert": T.BertConfig(**small),
+        "electra": T.ElectraConfig(embedding_size=16, **small),
+        "roberta": T.RobertaConfig(**small, pad_token_id=1),
+        "xlm-roberta": T.XLMRobertaConfig(**small, pad_token_id=1),
+        "distilbert": T.DistilBertConfig(dim=32, n_layers=2, n_heads=4, hidden_dim=64, vocab_size=vocab,
+                                         max_position_embeddings=64),
+        "albert": T.AlbertConfig(embedding_size=16, **small),
+        "deberta-v2": T.DebertaV2Config(**small),
+        "mpnet": T.MPNetConfig(**small),
+        "modernbert": T.ModernBertConfig(**small, global_attn_every_n_layers=2, local_attention=8, cls_token_id=1,
+                                         sep_token_id=2, **ids),
+        "gpt2": T.GPT2Config(n_embd=32, n_layer=2, n_head=4, vocab_size=vocab, n_positions=64, bos_token_id=1,
+                             eos_token_id=2),
+        "gpt-neox": T.GPTNeoXConfig(**small, **ids),
+        "llama": T.LlamaConfig(**small, num_key_value_heads=2, **ids),
+        "qwen2": T.Qwen2Config(**small, num_key_value_heads=2, **ids),
+    }
+
+
+# the family entry each config's model belongs to (ELECTRA shares BERT's layout)
+FAMILY = {"electra": "bert"}
+
+
+def build(name: str, seed: int = 0, vocab: int = 100) -> torch.nn.Module:
+    """The family's base model with random weights (biases and norm gains too), eager attention, eval mode."""
+    from mixing_oracle import randomise
+    from transformers import AutoModel
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = AutoModel.from_config(configs(vocab)[name], attn_implementation="eager")
+    return randomise(model, seed=seed + 1)
+
+
+def batch(lengths=(7, 5), vocab: int = 100, seed: int = 3) -> dict:
+    """Random ids for sentences of these lengths, right-padded, with their mask."""
+    g = torch.Generator().manual_seed(seed)
+    t = max(lengths)
+    ids = torch.full((len(lengths), t), 0, dtype=torch.long)
+    mask = torch.zeros((len(lengths), t), dtype=torch.long)
+    for b, n in enumerate(lengths):
+        ids[b, :n] = torch.randint(5, vocab, (n,), generator=g)
+        mask[b, :n] = 1
+    return {"input_ids": ids, "attention_mask": mask}

@@ -1,0 +1,74 @@
+"""Every family end to end on a tiny random checkpoint saved like a hub model (the test WordPiece vocabulary
+attached): the heads analysis on ``norm`` maps, a structural probe on one head's stored context vectors, and
+head importance, each from the same calls the command line makes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import TINY_VOCAB
+from families import build, configs
+from omegaconf import OmegaConf
+from test_heads_task import Recorder
+
+from probing.config import (
+    DataConfig,
+    DataKind,
+    ExtractConfig,
+    HeadsConfig,
+    ImportanceConfig,
+    Measure,
+    ModelConfig,
+    ProbeConfig,
+    ProbeKind,
+    Regimen,
+)
+from probing.results import read_table
+from probing.tasks import heads as heads_task
+from probing.tasks import importance as importance_task
+from probing.tasks import probe as probe_task
+from probing.tasks.base import RunOutput
+
+# transformers loads a Qwen2 checkpoint with Qwen2Tokenizer whatever tokenizer it declares, and word alignment
+# of byte-level BPE tokenizers on pre-split words does not hold yet: every sentence is skipped
+KNOWN = {"qwen2": "Qwen2Tokenizer replaces the checkpoint's WordPiece tokenizer; byte-level BPE alignment is open"}
+PARAMS = [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN[n], strict=True)) if n in KNOWN else n
+          for n in sorted(configs())]
+
+
+@pytest.fixture(scope="module", params=PARAMS)
+def checkpoint(request, tmp_path_factory):
+    from transformers import BertTokenizerFast
+
+    name = request.param
+    d = tmp_path_factory.mktemp(f"tiny_{name}")
+    (d / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n")
+    BertTokenizerFast.from_pretrained(str(d), do_lower_case=True).save_pretrained(str(d))
+    build(name, vocab=len(TINY_VOCAB)).save_pretrained(str(d))
+    return name, ModelConfig(name=f"tiny-{name}", name_or_path=str(d), device="cpu")
+
+
+def test_heads_probe_and_importance_on_every_family(checkpoint, tmp_path):
+    name, model = checkpoint
+    data = DataConfig(kind=DataKind.grammar, n_sentences=24)
+    ext = OmegaConf.structured(ExtractConfig(cache_dir=str(tmp_path / "cache"), progress=False,
+                                             measures=[Measure.attention, Measure.norm, Measure.norm_layer],
+                                             representations=["hidden", "heads"]))
+    h = HeadsConfig(measure=Measure.norm, min_count=1, bootstrap=0, figures=False, distances=False, trees=False)
+    got = heads_task.run(model, data, ext, h, 0, RunOutput(tmp_path / "heads", Recorder())).metrics
+    assert got["n_layers"] == 2 and got["n_heads"] == 4 and got["measure"] == "norm"
+    heads = read_table(tmp_path / "heads", "heads")
+    assert len(heads) and np.isfinite(heads["accuracy"]).all() and set(heads["layer"]) == {0, 1}
+
+    probe = ProbeConfig(kind=ProbeKind.distance, features="heads", layer=1, head=2, eval_fraction=0.25,
+                        regimen=Regimen(max_epochs=2))
+    m = probe_task.run(model, data, ext, probe, 0, RunOutput(tmp_path / "probe", Recorder())).metrics
+    assert m["features"] == "heads" and m["n_features"] == 8 and 0 <= m["uuas"] <= 1
+
+    imp = ImportanceConfig(readout="embedding", method="ablation", bootstrap=0, pruning=False, layer_in=False,
+                           min_count=1, figures=False)
+    r = importance_task.run(model, data, ext, imp, HeadsConfig(), 0, RunOutput(tmp_path / "imp", Recorder()))
+    table = read_table(tmp_path / "imp", "importance")
+    ablated = table[table.method == "ablation"]
+    assert r.metrics["model"] == f"tiny-{name}" and len(ablated[["layer", "head"]].drop_duplicates()) == 2 * 4
+    assert np.isfinite(table["score"]).all() and (table["score"] >= -1e-6).all()
