@@ -32,6 +32,7 @@ def configs(vocab: int = 100) -> dict:
         "gpt-neox": T.GPTNeoXConfig(**small, **ids),
         "llama": T.LlamaConfig(**small, num_key_value_heads=2, **ids),
         "qwen2": T.Qwen2Config(**small, num_key_value_heads=2, **ids),
+        "mistral": T.MistralConfig(**small, num_key_value_heads=2, **ids),
     }
 
 
@@ -60,3 +61,58 @@ def batch(lengths=(7, 5), vocab: int = 100, seed: int = 3) -> dict:
         ids[b, :n] = torch.randint(5, vocab, (n,), generator=g)
         mask[b, :n] = 1
     return {"input_ids": ids, "attention_mask": mask}
+
+
+CAPABILITIES = (
+    ("attention weights", None),
+    ("`hidden` vectors", None),
+    ("`heads` vectors, gates, `task=importance`", "heads"),
+    ("`norm`, `norm_layer`", "norm"),
+    ("ALTI, GlobEnc, value zeroing", "block"),
+)
+START, END = "<!-- support matrix: python tests/families.py --readme -->", "<!-- end of support matrix -->"
+
+
+def support_matrix() -> str:
+    """The README's family x capability table, from what each family's tiny checkpoint can do: a capability
+    is supported where its parts resolve (:func:`probing.mixing.layout.layer_parts`), refused otherwise."""
+    from probing.mixing import layer_parts
+    from probing.mixing.families import LayoutError, family_of
+
+    rows = ["| family | models (layer class) | wiring | " + " | ".join(c for c, _ in CAPABILITIES) + " |",
+            "|---|---|---|" + "---|" * len(CAPABILITIES)]
+    done = set()
+    for name in configs():
+        model = build(name)
+        fam = family_of(model)[0]
+        if fam.name in done:
+            continue
+        done.add(fam.name)
+        cells = []
+        for _, need in CAPABILITIES:
+            try:
+                if need is not None:
+                    layer_parts(model, need)
+                cells.append("yes")
+            except LayoutError:
+                cells.append("no")
+        wiring = str(fam.wiring).replace("_", "-") + (", causal" if fam.causal else "")
+        rows.append(f"| {fam.name} | {', '.join(fam.layer_classes)} | {wiring} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
+def readme_block(readme: str) -> str:
+    return readme[readme.index(START) + len(START):readme.index(END)].strip()
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    path = Path(__file__).resolve().parents[1] / "README.md"
+    text = path.read_text()
+    if "--readme" in sys.argv:
+        head, tail = text[:text.index(START) + len(START)], text[text.index(END):]
+        path.write_text(f"{head}\n{support_matrix()}\n{tail}")
+    print(support_matrix())

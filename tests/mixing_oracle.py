@@ -30,10 +30,14 @@ def run(model: nn.Module, ids: torch.Tensor, mask: torch.Tensor):
     """One forward pass under the capture hooks, plus each LayerNorm-1's input and output from hooks of its
     own; returns (pieces, model attentions, ln1 inputs, ln1 outputs)."""
     ln_in, ln_out, handles = {}, {}, []
-    for k, p in enumerate(layer_parts(model)):
-        def hook(module, args, out, k=k):
-            ln_in[k], ln_out[k] = args[0].detach().clone(), out.detach().clone()
-        handles.append(p.norm1.register_forward_hook(hook))
+    norms = [p.norm1 for p in layer_parts(model)]
+
+    def hook(module, args, out):  # by call order: a shared layer's one norm is layer k at its k-th call
+        k = len(ln_in)
+        ln_in[k], ln_out[k] = args[0].detach().clone(), out.detach().clone()
+
+    for m in {id(n): n for n in norms}.values():
+        handles.append(m.register_forward_hook(hook))
     try:
         with torch.no_grad(), capture(model) as cap:
             out = model(input_ids=ids, attention_mask=mask, output_attentions=True)

@@ -39,7 +39,7 @@ def test_every_config_finds_its_family(tiny):
     name, model = tiny
     fam, layers = family_of(model)
     assert fam.name == FAMILY.get(name, name) and len(layers) == 2
-    assert fam.causal == (name in ("gpt2", "gpt-neox", "llama", "qwen2"))
+    assert fam.causal == (name in ("gpt2", "gpt-neox", "llama", "qwen2", "mistral"))
 
 
 def test_per_head_decomposition_reproduces_the_attention_output(tiny):
@@ -114,6 +114,37 @@ def test_block_measures_need_a_post_layernorm_block(tiny):
 
 
 def test_every_entry_has_a_tiny_checkpoint():
-    assert {f.name for f in FAMILIES} - {FAMILY.get(n, n) for n in NAMES} == {"mistral"}
+    assert {f.name for f in FAMILIES} == {FAMILY.get(n, n) for n in NAMES}
     w = torch.nn.Linear(3, 2).weight
     assert projection_weight(torch.nn.Linear(3, 2)).shape == w.shape
+
+
+def test_the_readme_support_matrix_is_what_runs():
+    from pathlib import Path
+
+    from families import readme_block, support_matrix
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert readme_block(readme) == support_matrix(), "regenerate it: python tests/families.py --readme"
+
+
+def test_block_measures_decompose_every_post_layernorm_family(tiny):
+    """Where ALTI, GlobEnc and value zeroing are offered, the decomposition they rest on holds: Σ_h Σ_j α f + b_O
+    + x equals what the model's first LayerNorm receives, and value zeroing gives a row-stochastic map."""
+    from mixing_oracle import run
+
+    from probing.config import Measure
+    from probing.mixing import compute
+    from probing.mixing import measures as M
+
+    name, model = tiny
+    if family_of(model)[0].wiring is not Wiring.post_ln:
+        pytest.skip("no block measures on this wiring (refused: test_block_measures_need_a_post_layernorm_block)")
+    inputs = batch()
+    pieces, _, ln_in, _ = run(model, inputs["input_ids"], inputs["attention_mask"])
+    real = inputs["attention_mask"].bool()
+    for k, p in enumerate(pieces):
+        assert (M.ln1_input(p) - ln_in[k])[real].abs().max().item() < 1e-4, (name, k)
+    vz = compute([Measure.value_zeroing], pieces)[Measure.value_zeroing]
+    rows = vz.sum(-1)[:, :, 0][real[:, None, :].expand(-1, vz.shape[1], -1)]
+    assert torch.allclose(rows, torch.ones_like(rows), atol=1e-5)
