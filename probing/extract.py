@@ -32,6 +32,7 @@ from probing.corpus import Corpus
 from probing.encoder import Encoder, Tokenized, length_batches, load_encoder, model_identity, model_label
 from probing.errors import ProbingError, StoreError
 from probing.mixing import capture, compute, heads_of, needs
+from probing.mixing.families import LayoutError, family_of
 from probing.paths import absolute
 from probing.store import FORMAT_VERSION, ArrayLayout, ArrayStore, AttentionStore, VectorStore, write_manifest
 from probing.store.shards import MANIFEST, ShardScan, ShardWriter, complete_shards, discard_shards
@@ -319,6 +320,15 @@ def _write_batches(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets
         w.flush()
 
 
+def causal(model: torch.nn.Module) -> bool:
+    """Whether the model's attention is causal (a word sees itself and its left), from its family entry; a
+    model without one is taken as an encoder."""
+    try:
+        return family_of(model)[0].causal
+    except LayoutError:
+        return False
+
+
 def _finish_store(t: _Target, encoder: Encoder, corpus: Corpus, store_dtype: str, skipped_rows: list[dict],
                   seconds: float) -> ArrayStore:
     """Write the manifest of a target's store (which makes it complete) and open it."""
@@ -338,6 +348,7 @@ def _finish_store(t: _Target, encoder: Encoder, corpus: Corpus, store_dtype: str
         "array": layout.to_json(),
         "store_dtype": store_dtype,
         "special_tokens": encoder.special_tokens,
+        "causal": causal(encoder.model),
         "skipped": skipped_rows,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "extract_seconds": seconds,

@@ -44,8 +44,9 @@ _HEAD_ACC = ("n", "correct", "accuracy", "ci_low", "ci_high")
 HEADS = _t("heads", RUN_KEYS + ("label_set", "relation", "direction", LAYER, HEAD),
            _HEAD_ACC + ("baseline_offset", "baseline_accuracy", "gain", "gain_ci_low", "gain_ci_high"),
            "accuracy of every head per relation and direction, with its bootstrap CI and the best offset baseline")
-BASELINES = _t("baselines", RUN_KEYS + ("label_set", "relation", "offset"), _HEAD_ACC + ("best",),
-               "accuracy of every fixed offset (head = word + offset) per relation")
+BASELINES = _t("baselines", RUN_KEYS + ("label_set", "relation", "direction", "offset"), _HEAD_ACC + ("best",),
+               "accuracy of every fixed offset (head = word + offset) per relation, over the arcs a direction "
+               "scores (both: every arc, an encoder's)")
 BEST_HEADS = _t("best_heads", HEADS.keys, HEADS.metrics, "the best head per label set and relation")
 PATTERNS = _t("patterns", RUN_KEYS + (LAYER, HEAD), PATTERN_METRICS + ("rows",),
               "mean attention of each head to special tokens, punctuation and neighbours; row entropy")

@@ -118,8 +118,13 @@ class RelationAccumulator:
 
 def count_relations(store: AttentionStore, corpus: Corpus, indices: Optional[Sequence[int]],
                     directions: Sequence[Direction], offsets: Sequence[int], label_sets: Sequence[LabelSet],
-                    bootstrap: int, seed: int, chunk_words: int, block_mb: float) -> dict[LabelSet, RelationCounts]:
+                    bootstrap: int, seed: int, chunk_words: int, block_mb: float, reachable: bool = False
+                    ) -> dict[LabelSet, RelationCounts]:
     """Hits of every head and offset per relation, for each label set (one pass over the store).
+
+    ``reachable`` (one direction, a causal model's store): only the arcs that direction can see count, the
+    head left of its dependent for ``dep_to_head``, right of it for ``head_to_dep`` (a word attends to itself
+    and its left), so that no target a head cannot attend to is scored as a miss; root words count in neither.
 
     Two levels: sentences are read and scored in small blocks (``block_mb`` of maps, cache-sized), and
     their per-word hits are summed per (relation, sentence) in groups of about ``chunk_words`` words (large,
@@ -131,6 +136,8 @@ def count_relations(store: AttentionStore, corpus: Corpus, indices: Optional[Seq
     if not corpus.has_trees:
         raise ValueError(f"{corpus.name}: relation accuracy needs gold trees (this corpus has none)")
     label_sets = [LabelSet(ls) for ls in label_sets]
+    if reachable and len(directions) != 1:
+        raise ValueError("reachable arcs are counted one direction at a time")
     lh = store.num_layers * store.num_heads
     n_features = len(directions) * lh + 1 + len(offsets)
     weights_t = (np.ascontiguousarray(resample_counts(len(idx), bootstrap, seed).T) if bootstrap else None)
@@ -142,7 +149,8 @@ def count_relations(store: AttentionStore, corpus: Corpus, indices: Optional[Seq
         rows, ns, parts = [], [], []
         for chunk in iter_chunks(store, idx[group], len(group), block_mb):
             chunk_rows = group[chunk.rows]
-            parts.append(_word_features(chunk, [gold_heads[int(r)] for r in chunk_rows], directions, offsets))
+            parts.append(_word_features(chunk, [gold_heads[int(r)] for r in chunk_rows], directions, offsets,
+                                        reachable))
             rows.append(chunk_rows)
             ns.append(chunk.n)
         data = np.concatenate(parts)
@@ -166,9 +174,10 @@ def word_groups(n_words: np.ndarray, chunk_words: int) -> list[np.ndarray]:
     return cuts
 
 
-def _word_features(chunk, heads: list[np.ndarray], directions: Sequence[Direction], offsets: Sequence[int]
-                   ) -> np.ndarray:
-    """``(W, D*LH + 1 + K)`` int16 per word: head hits, a 1 (the arc count), offset hits."""
+def _word_features(chunk, heads: list[np.ndarray], directions: Sequence[Direction], offsets: Sequence[int],
+                   reachable: bool = False) -> np.ndarray:
+    """``(W, D*LH + 1 + K)`` int16 per word: head hits, a 1 (the arc count), offset hits; all zero for a word
+    whose arc the one direction cannot see when ``reachable``."""
     big_n = chunk.words.shape[-1]
     gold = pad_gold(heads, big_n)
     hits = head_correct(chunk.words, gold, chunk.n, directions)  # (W, D, LH)
@@ -177,8 +186,13 @@ def _word_features(chunk, heads: list[np.ndarray], directions: Sequence[Directio
     length = np.broadcast_to(chunk.n[:, None], gold.shape)[valid]
     off = offset_correct(gold[valid], position, length, offsets)
     # int16: per-sentence sums stay far below 32767 (that many words in one sentence)
-    return np.concatenate([hits.reshape(len(hits), -1), np.ones((len(hits), 1), dtype=bool), off],
-                          axis=1).astype(np.int16)
+    out = np.concatenate([hits.reshape(len(hits), -1), np.ones((len(hits), 1), dtype=bool), off],
+                         axis=1).astype(np.int16)
+    if reachable:
+        g = gold[valid]
+        seen = (g >= 0) & (g < position) if directions[0] == Direction.dep_to_head else g > position
+        out *= seen[:, None]
+    return out
 
 
 def accuracy_table(counts: RelationCounts, directions: Sequence[Direction], offsets: Sequence[int],

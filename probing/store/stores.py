@@ -122,6 +122,8 @@ class ArrayStore:
             self.num_heads: int = self.manifest["num_heads"]  # 1 for a per-layer measure (probing.mixing)
             # what the maps hold (probing.config.Measure's value); stores from before measures hold attention
             self.measure: str = str(self.manifest.get("measure", "attention"))
+            # a causal model's maps: a word attends to itself and its left only (stores from before: encoders)
+            self.causal: bool = bool(self.manifest.get("causal", False))
             self.n_sentences: int = self.manifest["n_sentences"]
             self.dtype = DTYPES[self.manifest["store_dtype"]]
             records = {int(r["shard"]): r for r in self.manifest["shards"]}

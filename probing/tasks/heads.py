@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Optional
 
+import numpy as np
 import pandas as pd
 
 from probing import schema
@@ -49,6 +50,9 @@ def _check(h: HeadsConfig) -> None:
 def conventions(h: HeadsConfig, store: AttentionStore, seed: int) -> dict:
     """Every choice the numbers depend on, written beside them."""
     return {
+        "causal": ("a word attends to itself and its left: each direction is scored over the arcs it can see "
+                   "(dep_to_head: head left of its dependent; head_to_dep: head right of it), the baseline over "
+                   "the same arcs, reachable_share says how many; no trees") if store.causal else False,
         "measure": store.measure,  # the map scored (probing.config.Measure)
         "measure_rows": f"head accuracy and trees: as stored; patterns and distances: {rows_convention(store)}",
         "pooling": store.manifest.get("inputs", {}).get("pooling"),
@@ -83,6 +87,26 @@ def shown_label(table: pd.DataFrame) -> str:
     """The label set shown in the summary, the figures and the console: ``as_is`` when computed, else the first."""
     labels = set(table["label_set"])
     return LabelSet.as_is.value if LabelSet.as_is.value in labels else str(table["label_set"].iloc[0])
+
+
+def reachable_share(corpus: Corpus, indices, directions: list[Direction]) -> dict[str, dict[str, float]]:
+    """Per direction and relation (``all`` too), the share of arcs a causal model's heads can attend along:
+    the head left of its dependent (``dep_to_head``), or right of it (``head_to_dep``); root arcs in neither."""
+    rel, left, right = [], [], []
+    for i in indices:
+        s = corpus[int(i)]
+        g = np.asarray(s.heads)
+        pos = np.arange(len(g))
+        rel += list(s.relations or ("_",) * len(g))
+        left.append((g >= 0) & (g < pos))
+        right.append(g > pos)
+    df = pd.DataFrame({"relation": rel, str(Direction.dep_to_head): np.concatenate(left),
+                       str(Direction.head_to_dep): np.concatenate(right)})
+    out = {}
+    for d in directions:
+        per = df.groupby("relation")[str(d)].mean()
+        out[str(d)] = {**{r: round(float(v), 4) for r, v in per.items()}, ALL: round(float(df[str(d)].mean()), 4)}
+    return out
 
 
 def _first(indices, limit):
@@ -170,7 +194,9 @@ def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, seed: int, ou
         log.warning("%s has no gold trees: relation accuracy and trees are skipped", corpus.name)
     patterns = a.patterns() if h.patterns else None
     mds = a.distances() if h.distances else None
-    if h.trees and corpus.has_trees:
+    if h.trees and corpus.has_trees and store.causal:
+        log.info("trees: not decoded for a causal model (a head's row sees only the words on its left)")
+    elif h.trees and corpus.has_trees:
         a.trees()
     if h.figures:
         a.figures(heads_table, patterns, mds)
@@ -202,18 +228,34 @@ class _Analysis:
     def relations(self) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The heads, baselines and best_heads tables; returns best_heads and heads."""
         h, store = self.h, self.store
-        offsets = [int(o) for o in h.offsets]
         with self.timer("relations", f"relation accuracy of {store.num_layers * store.num_heads} heads over "
                                      f"{len(self.idx)} sentences ({h.bootstrap} bootstrap resamples)"):
-            counts = count_relations(store, self.corpus, self.idx, self.directions, offsets, list(h.label_sets),
-                                     h.bootstrap, self.seed, h.chunk_words, h.block_mb)
-            tables = [accuracy_table(counts[ls], self.directions, offsets, store.num_layers, store.num_heads,
-                                     h.min_count, h.ci, list(h.skip_relations)) for ls in counts]
+            # a causal model's heads are scored per direction over the arcs they can see
+            groups = [[d] for d in self.directions] if store.causal else [self.directions]
+            tables = [t for group in groups for t in self._accuracy(group)]
             heads_table = self.save(schema.HEADS, pd.concat([t_[0] for t_ in tables], ignore_index=True))
             self.save(schema.BASELINES, pd.concat([t_[1] for t_ in tables], ignore_index=True))
             best = self.save(schema.BEST_HEADS, schema.best_heads(heads_table.drop(columns=list(self.ident))))
         self.metrics.update(_best_metrics(best))
+        if store.causal:
+            self.metrics["reachable_share"] = reachable_share(self.corpus, self.idx, self.directions)
         return best, heads_table
+
+    def _accuracy(self, directions: list[Direction]) -> list[tuple[pd.DataFrame, pd.DataFrame]]:
+        """The heads and baselines tables of each label set over ``directions`` (one direction's reachable
+        arcs for a causal model; every arc otherwise, its baselines marked ``both``)."""
+        h, store = self.h, self.store
+        offsets = [int(o) for o in h.offsets]
+        counts = count_relations(store, self.corpus, self.idx, directions, offsets, list(h.label_sets),
+                                 h.bootstrap, self.seed, h.chunk_words, h.block_mb, reachable=store.causal)
+        out = []
+        for ls in counts:
+            heads, base = accuracy_table(counts[ls], directions, offsets, store.num_layers, store.num_heads,
+                                         h.min_count, h.ci, list(h.skip_relations))
+            if len(base):
+                base.insert(2, "direction", str(directions[0]) if store.causal else "both")
+            out.append((heads, base))
+        return out
 
     def patterns(self) -> pd.DataFrame:
         with self.timer("patterns", "attention patterns"):

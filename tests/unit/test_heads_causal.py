@@ -1,0 +1,59 @@
+"""A causal model's heads scored over the arcs they can see: each direction counts only the arcs whose target
+is on the query's left (or the query itself), the baseline is taken over the same arcs, and the reachable
+shares equal a hand count; no trees are decoded from causal heads."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+from heads_store import build_store
+from omegaconf import OmegaConf
+from test_heads_task import Recorder
+
+from probing.config import HeadsConfig
+from probing.corpus import Corpus, Sentence
+from probing.results import read_table
+from probing.store import AttentionStore
+from probing.tasks.base import RunOutput
+from probing.tasks.heads import analyse
+
+# s1: a->b (head right), b root, c->b (left), d->c (left); s2: x root, y->x (left), z->x (left)
+CORPUS = Corpus("toy", "dev", (
+    Sentence("s1", ("a", "b", "c", "d"), (1, -1, 1, 2), ("det", "root", "nsubj", "obj")),
+    Sentence("s2", ("x", "y", "z"), (-1, 0, 0), ("root", "det", "nsubj")),
+))
+
+
+def causal_store(tmp_path) -> AttentionStore:
+    """The planted store (layer 0 head 0 looks at each word's gold head) marked causal in its manifest: what is
+    counted depends on the arcs alone, so the planted maps need no mask."""
+    build_store(tmp_path / "store", CORPUS, layers=2, heads=3)
+    manifest = json.loads((tmp_path / "store" / "manifest.json").read_text())
+    manifest["causal"] = True
+    (tmp_path / "store" / "manifest.json").write_text(json.dumps(manifest))
+    return AttentionStore(tmp_path / "store")
+
+
+def test_each_direction_counts_only_the_arcs_it_can_see(tmp_path):
+    store = causal_store(tmp_path)
+    assert store.causal
+    h = OmegaConf.structured(HeadsConfig(min_count=1, bootstrap=0, figures=False, distances=False, patterns=False,
+                                         label_sets=["as_is"]))
+    m = analyse(CORPUS, store, h, 0, RunOutput(tmp_path / "run", Recorder())).metrics
+    heads = read_table(tmp_path / "run", "heads")
+    every = heads[heads.relation == "all"]
+    n = every.groupby("direction")["n"].first().to_dict()
+    # dep_to_head: heads on the left, (c,b) (d,c) (y,x) (z,x); head_to_dep: heads on the right, (a,b)
+    assert n == {"dep_to_head": 4, "head_to_dep": 1}
+    oracle = every[(every.direction == "dep_to_head") & (every.layer == 0) & (every["head"] == 0)]
+    assert float(oracle.accuracy.iloc[0]) == 1.0
+    assert m["reachable_share"]["dep_to_head"] == {"det": 0.5, "nsubj": 1.0, "obj": 1.0, "root": 0.0,
+                                                   "all": round(4 / 7, 4)}
+    assert m["reachable_share"]["head_to_dep"]["det"] == 0.5 and m["reachable_share"]["head_to_dep"]["all"] == \
+        round(1 / 7, 4)
+    base = read_table(tmp_path / "run", "baselines")
+    b = base[(base.relation == "all")].set_index(["direction", "offset"])["correct"]
+    assert b[("head_to_dep", 1)] == 1 and b[("dep_to_head", -1)] == 3 and b[("dep_to_head", 1)] == 0
+    assert not (tmp_path / "run" / "trees.csv").exists() and m["conventions"]["causal"]
+    assert set(np.unique(heads.direction)) == {"dep_to_head", "head_to_dep"}
