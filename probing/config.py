@@ -313,6 +313,10 @@ class HeadsConfig(BootstrapSettings):
     directions: List[Direction] = field(default_factory=lambda: [Direction.dep_to_head, Direction.head_to_dep])
     label_sets: List[LabelSet] = field(default_factory=lambda: [LabelSet.as_is, LabelSet.base])
     punct_upos: List[str] = field(default_factory=lambda: ["PUNCT"])  # what "punctuation" means in patterns
+    # the best head per relation also chosen on other sentences and scored here (no selection bias): on
+    # select_split (a split of data), or, unset, by two-fold cross-fitting over this split's sentences
+    held_out: bool = True
+    select_split: Optional[str] = None
     patterns: bool = True
     pattern_rows: PatternRows = PatternRows.words
     distances: bool = True

@@ -47,7 +47,11 @@ HEADS = _t("heads", RUN_KEYS + ("label_set", "relation", "direction", LAYER, HEA
 BASELINES = _t("baselines", RUN_KEYS + ("label_set", "relation", "direction", "offset"), _HEAD_ACC + ("best",),
                "accuracy of every fixed offset (head = word + offset) per relation, over the arcs a direction "
                "scores (both: every arc, an encoder's)")
-BEST_HEADS = _t("best_heads", HEADS.keys, HEADS.metrics, "the best head per label set and relation")
+# the held-out figures: the head and offset chosen on other sentences (heads.select_split, or cross-fitting)
+HELD_OUT = ("held_out_n", "held_out_accuracy", "held_out_ci_low", "held_out_ci_high", "held_out_baseline_accuracy",
+            "held_out_gain", "held_out_gain_ci_low", "held_out_gain_ci_high", "held_out_heads")
+BEST_HEADS = _t("best_heads", HEADS.keys, HEADS.metrics + HELD_OUT,
+                "the best head per label set and relation: in-sample maximum, and held out")
 PATTERNS = _t("patterns", RUN_KEYS + (LAYER, HEAD), PATTERN_METRICS + ("rows",),
               "mean attention of each head to special tokens, punctuation and neighbours; row entropy")
 PATTERNS_LAYERS = _t("patterns_layers", RUN_KEYS + (LAYER,), PATTERN_METRICS, "patterns averaged per layer")

@@ -23,9 +23,10 @@ from probing.errors import ProbingError
 from probing.extract import ensure_store
 from probing.figures import heads as heads_figures
 from probing.heads.distances import distance_table, head_distances, mds_embedding
-from probing.heads.head_accuracy import accuracy_table, count_relations
+from probing.heads.head_accuracy import accuracy_table
 from probing.heads.patterns import attention_patterns, layer_means
 from probing.heads.rows import rows_convention
+from probing.heads.selection import count_part, halves, held_out
 from probing.heads.trees import tree_scores
 from probing.schema import ALL
 from probing.store import AttentionStore
@@ -146,6 +147,10 @@ def best_summary(best: pd.DataFrame) -> dict:
             "gain_ci_low": r["gain_ci_low"], "gain_ci_high": r["gain_ci_high"],
             "beats_baseline": bool(r["gain_ci_low"] > 0) if pd.notna(r["gain_ci_low"]) else None,
         }
+        if pd.notna(r.get("held_out_accuracy", np.nan)):
+            out[r["relation"]]["held_out"] = {
+                k.removeprefix("held_out_"): (float(r[k]) if isinstance(r[k], (float, np.floating)) else r[k])
+                for k in schema.HELD_OUT}
     return out
 
 
@@ -160,12 +165,20 @@ def best_table_text(best: pd.DataFrame) -> str:
     def ci(lo, hi):
         return "" if pd.isna(lo) else f"[{lo:.3f}, {hi:.3f}]"
 
-    rows = [{"relation": r.relation, "n": int(r.n), "best head": f"{int(r.layer)}-{int(r.head)}",
-             "direction": r.direction, "accuracy": f"{r.accuracy:.3f}", "95% CI": ci(r.ci_low, r.ci_high),
-             "baseline": f"{r.baseline_accuracy:.3f} ({int(r.baseline_offset):+d})",
-             "gain CI": ci(r.gain_ci_low, r.gain_ci_high),
-             "beats": "" if pd.isna(r.gain_ci_low) else ("yes" if r.gain_ci_low > 0 else "no")}
-            for r in b.itertuples()]
+    held = "held_out_accuracy" in b.columns and b["held_out_accuracy"].notna().any()
+    rows = []
+    for r in b.itertuples():
+        row = {"relation": r.relation, "n": int(r.n)}
+        if held:  # the held-out figure first: the in-sample maximum is biased upward by the choice
+            row.update({"held out": "" if pd.isna(r.held_out_accuracy) else f"{r.held_out_accuracy:.3f}",
+                        "held-out CI": ci(r.held_out_ci_low, r.held_out_ci_high),
+                        "held-out gain CI": ci(r.held_out_gain_ci_low, r.held_out_gain_ci_high)})
+        row.update({"best head": f"{int(r.layer)}-{int(r.head)}", "direction": r.direction,
+                    "in-sample max" if held else "accuracy": f"{r.accuracy:.3f}", "95% CI": ci(r.ci_low, r.ci_high),
+                    "baseline": f"{r.baseline_accuracy:.3f} ({int(r.baseline_offset):+d})",
+                    "gain CI": ci(r.gain_ci_low, r.gain_ci_high),
+                    "beats": "" if pd.isna(r.gain_ci_low) else ("yes" if r.gain_ci_low > 0 else "no")})
+        rows.append(row)
     return pd.DataFrame(rows).to_string(index=False)
 
 
@@ -176,8 +189,17 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, heads: Hea
     corpus = load_corpus_cached(data, None, extract.cache_dir)
     report = ensure_store(model, corpus, extract, heads.measure)
     log.info(describe_store(report, corpus))
-    result = analyse(corpus, report.store, heads, seed, out)
-    result.stores.append(store_use(report, corpus))
+    select, used = None, [store_use(report, corpus)]
+    if heads.held_out and heads.select_split is not None and corpus.has_trees:
+        if heads.select_split == data.split:
+            raise ProbingError(f"heads.select_split={heads.select_split} is the split scored (data.split): choose "
+                               "the best heads on another split, or leave it unset to cross-fit")
+        other = load_corpus_cached(data, heads.select_split, extract.cache_dir)
+        sel = ensure_store(model, other, extract, heads.measure)
+        select = (other, sel.store)
+        used.append(store_use(sel, other))
+    result = analyse(corpus, report.store, heads, seed, out, select)
+    result.stores.extend(used)
     return result
 
 
@@ -185,11 +207,13 @@ def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
     return run(cfg.model, cfg.data, cfg.extract, cfg.heads, cfg.seed, out)
 
 
-def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, seed: int, out: RunOutput) -> TaskResult:
-    """Every enabled analysis of ``h`` on ``store`` (built from ``corpus``), written through ``out``."""
+def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, seed: int, out: RunOutput,
+            select: Optional[tuple[Corpus, AttentionStore]] = None) -> TaskResult:
+    """Every enabled analysis of ``h`` on ``store`` (built from ``corpus``), written through ``out``; ``select``:
+    the corpus and store the best heads are chosen on (``heads.select_split``; None: cross-fitting)."""
     _check(h)
     a = _Analysis(corpus, store, h, seed, out)
-    best, heads_table = a.relations() if corpus.has_trees else (pd.DataFrame(), pd.DataFrame())
+    best, heads_table = a.relations(select) if corpus.has_trees else (pd.DataFrame(), pd.DataFrame())
     if not corpus.has_trees:
         log.warning("%s has no gold trees: relation accuracy and trees are skipped", corpus.name)
     patterns = a.patterns() if h.patterns else None
@@ -225,37 +249,64 @@ class _Analysis:
         df = pd.concat([pd.DataFrame({k: [v] * len(df) for k, v in self.ident.items()}), df], axis=1)
         return self.out.table(table.name, df)
 
-    def relations(self) -> tuple[pd.DataFrame, pd.DataFrame]:
-        """The heads, baselines and best_heads tables; returns best_heads and heads."""
+    def relations(self, select: Optional[tuple[Corpus, AttentionStore]]) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The heads, baselines and best_heads tables (the best head held out: chosen on ``select``'s sentences,
+        or cross-fitted over this store's halves); returns best_heads and heads."""
         h, store = self.h, self.store
         with self.timer("relations", f"relation accuracy of {store.num_layers * store.num_heads} heads over "
                                      f"{len(self.idx)} sentences ({h.bootstrap} bootstrap resamples)"):
-            # a causal model's heads are scored per direction over the arcs they can see
-            groups = [[d] for d in self.directions] if store.causal else [self.directions]
-            tables = [t for group in groups for t in self._accuracy(group)]
+            full = self._part(store, self.corpus, self.idx, self.seed)
+            tables = [self._tables(ls, group, counts) for ls, part in full.items() for group, counts in part.groups]
             heads_table = self.save(schema.HEADS, pd.concat([t_[0] for t_ in tables], ignore_index=True))
             self.save(schema.BASELINES, pd.concat([t_[1] for t_ in tables], ignore_index=True))
-            best = self.save(schema.BEST_HEADS, schema.best_heads(heads_table.drop(columns=list(self.ident))))
+            best = schema.best_heads(heads_table.drop(columns=list(self.ident)))
+        if h.held_out and not best.empty:
+            with self.timer("held_out", "held-out selection of the best heads"):
+                best = best.merge(self._held_out(best, full, select), on=["label_set", "relation"], how="left")
+        columns = schema.BEST_HEADS.keys + schema.BEST_HEADS.metrics
+        best = self.save(schema.BEST_HEADS, best[[c for c in columns if c in best.columns]])
         self.metrics.update(_best_metrics(best))
         if store.causal:
             self.metrics["reachable_share"] = reachable_share(self.corpus, self.idx, self.directions)
         return best, heads_table
 
-    def _accuracy(self, directions: list[Direction]) -> list[tuple[pd.DataFrame, pd.DataFrame]]:
-        """The heads and baselines tables of each label set over ``directions`` (one direction's reachable
-        arcs for a causal model; every arc otherwise, its baselines marked ``both``)."""
+    def _part(self, store: AttentionStore, corpus: Corpus, indices: np.ndarray, seed: int) -> dict:
+        h = self.h
+        return count_part(store, corpus, indices, self.directions, [int(o) for o in h.offsets], list(h.label_sets),
+                          h.bootstrap, seed, h.chunk_words, h.block_mb)
+
+    def _tables(self, label_set: LabelSet, directions: list[Direction], counts) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The heads and baselines tables of one label set over ``directions`` (one direction's reachable arcs
+        for a causal model; every arc otherwise, its baselines marked ``both``)."""
         h, store = self.h, self.store
-        offsets = [int(o) for o in h.offsets]
-        counts = count_relations(store, self.corpus, self.idx, directions, offsets, list(h.label_sets),
-                                 h.bootstrap, self.seed, h.chunk_words, h.block_mb, reachable=store.causal)
+        heads, base = accuracy_table(counts, directions, [int(o) for o in h.offsets], store.num_layers,
+                                     store.num_heads, h.min_count, h.ci, list(h.skip_relations))
+        if len(base):
+            base.insert(2, "direction", str(directions[0]) if store.causal else "both")
+        return heads, base
+
+    def _held_out(self, best: pd.DataFrame, full: dict, select: Optional[tuple[Corpus, AttentionStore]]
+                  ) -> pd.DataFrame:
+        """Per label set and relation of ``best``: the held-out accuracy and gain of the head chosen elsewhere."""
+        h, store = self.h, self.store
+        if select is not None:
+            corpus, sel_store = select
+            folds = {ls: [(p, full[ls])] for ls, p in self._part(sel_store, corpus, sel_store.indices,
+                                                                 self.seed).items()}
+            how = f"chosen on {corpus.name} {corpus.split} ({len(sel_store.indices)} sentences), scored here"
+        else:
+            a, b = halves(self.idx)
+            pa, pb = self._part(store, self.corpus, a, self.seed), self._part(store, self.corpus, b, self.seed + 1)
+            folds = {ls: [(pa[ls], pb[ls]), (pb[ls], pa[ls])] for ls in pa}
+            how = "two-fold cross-fitting: chosen on one half of the sentences, scored on the other, both ways"
         out = []
-        for ls in counts:
-            heads, base = accuracy_table(counts[ls], directions, offsets, store.num_layers, store.num_heads,
-                                         h.min_count, h.ci, list(h.skip_relations))
-            if len(base):
-                base.insert(2, "direction", str(directions[0]) if store.causal else "both")
-            out.append((heads, base))
-        return out
+        for ls, fold in folds.items():
+            rels = best.loc[best["label_set"] == str(ls), "relation"].tolist()
+            t = held_out(rels, fold, store.num_layers * store.num_heads, store.num_heads,
+                         [int(o) for o in h.offsets], h.ci)
+            out.append(t.assign(label_set=str(ls)))
+        self.metrics["held_out_selection"] = how
+        return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["label_set", "relation"])
 
     def patterns(self) -> pd.DataFrame:
         with self.timer("patterns", "attention patterns"):
