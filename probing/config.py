@@ -172,6 +172,15 @@ class PatternRows(Choice):
     all = "all"
 
 
+class Multiplicity(Choice):
+    """How p-values are adjusted across a family of tests: ``bh`` (Benjamini-Hochberg, false discovery rate),
+    ``holm`` (family-wise error), or ``none``."""
+
+    bh = "bh"
+    holm = "holm"
+    none = "none"
+
+
 class StoreDtype(Choice):
     float16 = "float16"
     float32 = "float32"
@@ -317,6 +326,9 @@ class HeadsConfig(BootstrapSettings):
     # select_split (a split of data), or, unset, by two-fold cross-fitting over this split's sentences
     held_out: bool = True
     select_split: Optional[str] = None
+    # "beats the baseline": the held-out gain's bootstrap p-value, adjusted across the relations of a label set
+    multiplicity: Multiplicity = Multiplicity.bh
+    alpha: float = 0.05
     patterns: bool = True
     pattern_rows: PatternRows = PatternRows.words
     distances: bool = True

@@ -49,7 +49,8 @@ BASELINES = _t("baselines", RUN_KEYS + ("label_set", "relation", "direction", "o
                "scores (both: every arc, an encoder's)")
 # the held-out figures: the head and offset chosen on other sentences (heads.select_split, or cross-fitting)
 HELD_OUT = ("held_out_n", "held_out_accuracy", "held_out_ci_low", "held_out_ci_high", "held_out_baseline_accuracy",
-            "held_out_gain", "held_out_gain_ci_low", "held_out_gain_ci_high", "held_out_heads")
+            "held_out_gain", "held_out_gain_ci_low", "held_out_gain_ci_high", "held_out_heads", "held_out_p",
+            "p_adjusted", "beats_baseline")
 BEST_HEADS = _t("best_heads", HEADS.keys, HEADS.metrics + HELD_OUT,
                 "the best head per label set and relation: in-sample maximum, and held out")
 PATTERNS = _t("patterns", RUN_KEYS + (LAYER, HEAD), PATTERN_METRICS + ("rows",),

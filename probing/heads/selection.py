@@ -18,6 +18,7 @@ import pandas as pd
 from probing.config import Direction
 from probing.heads.bootstrap import percentile_interval
 from probing.heads.head_accuracy import RelationCounts
+from probing.heads.multiplicity import bootstrap_p
 
 
 @dataclass(frozen=True)
@@ -116,12 +117,13 @@ def _intervals(picks: Sequence[Pick], ci: float) -> dict[str, float]:
     """Percentile intervals of the folds' mean accuracy and mean gain, resample b of every fold together."""
     if any(p.acc_samples is None for p in picks):
         return {k: np.nan for k in ("held_out_ci_low", "held_out_ci_high", "held_out_gain_ci_low",
-                                    "held_out_gain_ci_high")}
+                                    "held_out_gain_ci_high", "held_out_p")}
     acc = np.mean([p.acc_samples for p in picks], axis=0)
     gain = acc - np.mean([p.base_samples for p in picks], axis=0)
     (lo, hi), (glo, ghi) = (percentile_interval(x[:, None], ci) for x in (acc, gain))
     return {"held_out_ci_low": float(lo[0]), "held_out_ci_high": float(hi[0]),
-            "held_out_gain_ci_low": float(glo[0]), "held_out_gain_ci_high": float(ghi[0])}
+            "held_out_gain_ci_low": float(glo[0]), "held_out_gain_ci_high": float(ghi[0]),
+            "held_out_p": bootstrap_p(gain)}
 
 
 def count_part(store, corpus, indices, directions: Sequence[Direction], offsets: Sequence[int],

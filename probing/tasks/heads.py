@@ -16,7 +16,16 @@ import numpy as np
 import pandas as pd
 
 from probing import schema
-from probing.config import DataConfig, Direction, ExtractConfig, HeadsConfig, LabelSet, ModelConfig, RunConfig
+from probing.config import (
+    DataConfig,
+    Direction,
+    ExtractConfig,
+    HeadsConfig,
+    LabelSet,
+    ModelConfig,
+    Multiplicity,
+    RunConfig,
+)
 from probing.corpus import Corpus
 from probing.corpus.cache import load_corpus_cached
 from probing.errors import ProbingError
@@ -24,6 +33,7 @@ from probing.extract import ensure_store
 from probing.figures import heads as heads_figures
 from probing.heads.distances import distance_table, head_distances, mds_embedding
 from probing.heads.head_accuracy import accuracy_table
+from probing.heads.multiplicity import adjust
 from probing.heads.patterns import attention_patterns, layer_means
 from probing.heads.rows import rows_convention
 from probing.heads.selection import count_part, halves, held_out
@@ -145,13 +155,21 @@ def best_summary(best: pd.DataFrame) -> dict:
             "accuracy": float(r["accuracy"]), "ci_low": r["ci_low"], "ci_high": r["ci_high"],
             "baseline_offset": int(r["baseline_offset"]), "baseline_accuracy": float(r["baseline_accuracy"]),
             "gain_ci_low": r["gain_ci_low"], "gain_ci_high": r["gain_ci_high"],
-            "beats_baseline": bool(r["gain_ci_low"] > 0) if pd.notna(r["gain_ci_low"]) else None,
+            "beats_baseline": _beats(r),
         }
         if pd.notna(r.get("held_out_accuracy", np.nan)):
             out[r["relation"]]["held_out"] = {
                 k.removeprefix("held_out_"): (float(r[k]) if isinstance(r[k], (float, np.floating)) else r[k])
                 for k in schema.HELD_OUT}
     return out
+
+
+def _beats(r) -> Optional[bool]:
+    """Whether a relation's best head beats its baseline: the adjusted held-out test where there is one, else
+    the in-sample gain's interval clear of 0 (None: no intervals)."""
+    if pd.notna(r.get("beats_baseline", np.nan)):
+        return bool(r["beats_baseline"])
+    return bool(r["gain_ci_low"] > 0) if pd.notna(r["gain_ci_low"]) else None
 
 
 def best_table_text(best: pd.DataFrame) -> str:
@@ -177,7 +195,7 @@ def best_table_text(best: pd.DataFrame) -> str:
                     "in-sample max" if held else "accuracy": f"{r.accuracy:.3f}", "95% CI": ci(r.ci_low, r.ci_high),
                     "baseline": f"{r.baseline_accuracy:.3f} ({int(r.baseline_offset):+d})",
                     "gain CI": ci(r.gain_ci_low, r.gain_ci_high),
-                    "beats": "" if pd.isna(r.gain_ci_low) else ("yes" if r.gain_ci_low > 0 else "no")})
+                    "beats": {True: "yes", False: "no", None: ""}[_beats(r._asdict())]})
         rows.append(row)
     return pd.DataFrame(rows).to_string(index=False)
 
@@ -263,6 +281,7 @@ class _Analysis:
         if h.held_out and not best.empty:
             with self.timer("held_out", "held-out selection of the best heads"):
                 best = best.merge(self._held_out(best, full, select), on=["label_set", "relation"], how="left")
+                best = self._decide(best)
         columns = schema.BEST_HEADS.keys + schema.BEST_HEADS.metrics
         best = self.save(schema.BEST_HEADS, best[[c for c in columns if c in best.columns]])
         self.metrics.update(_best_metrics(best))
@@ -284,6 +303,22 @@ class _Analysis:
         if len(base):
             base.insert(2, "direction", str(directions[0]) if store.causal else "both")
         return heads, base
+
+    def _decide(self, best: pd.DataFrame) -> pd.DataFrame:
+        """``beats_baseline`` per relation: the held-out gain's bootstrap p-value adjusted across the relations
+        of each label set (``heads.multiplicity``) below ``heads.alpha``."""
+        h = self.h
+        best = best.copy()
+        best["p_adjusted"] = np.nan
+        for ls, rows in best.groupby("label_set").groups.items():
+            best.loc[rows, "p_adjusted"] = adjust(best.loc[rows, "held_out_p"].to_numpy(float),
+                                                  Multiplicity(h.multiplicity))
+        best["beats_baseline"] = (best["p_adjusted"] < h.alpha).astype("boolean").mask(best["p_adjusted"].isna())
+        self.metrics["multiplicity"] = {
+            "test": "one-sided bootstrap p-value of the held-out gain over the best offset, (1 + #{gain <= 0}) / "
+                    "(1 + resamples)", "family": "the relations reported for one label set",
+            "method": str(h.multiplicity), "alpha": h.alpha}
+        return best
 
     def _held_out(self, best: pd.DataFrame, full: dict, select: Optional[tuple[Corpus, AttentionStore]]
                   ) -> pd.DataFrame:

@@ -84,3 +84,11 @@ def test_a_second_split_chooses_and_this_one_scores(tmp_path):
     m, det = run(tmp_path, c, st, (other, sel))
     assert det["held_out_accuracy"] == 0.5 and det["held_out_heads"].startswith("0-1 ")
     assert "chosen on planted dev (10 sentences)" in m["held_out_selection"]
+
+
+def test_beats_the_baseline_is_decided_on_adjusted_p_values(tmp_path):
+    c = corpus()
+    m, det = run(tmp_path, c, store(tmp_path, c, lambda h, i: (h == 0 and i % 2 == 0) or (h == 1 and i % 2 == 1)))
+    # held out, the noise heads are never right where the -1 offset always is: no resample gains
+    assert det["held_out_p"] == 1.0 and det["p_adjusted"] == 1.0 and not det["beats_baseline"]
+    assert m["best_heads"]["det"]["beats_baseline"] is False and m["multiplicity"]["method"] == "bh"
