@@ -110,11 +110,12 @@ def forward_only(enc, corpus, cfg) -> int:
     """Tokenise, sort and batch as the framework does, run the full model with attention returned; no more."""
     import torch
 
-    from probing.extract import _batches
+    from probing.encoder import length_batches
 
     items = sorted(enumerate(enc.tokenize([s.words for s in corpus])), key=lambda it: len(it[1].input_ids))
     n = 0
-    for batch in _batches(items, cfg.batch_size, cfg.max_batch_tokens):
+    for group in length_batches([len(x.input_ids) for _, x in items], cfg.batch_size, cfg.max_batch_tokens):
+        batch = [items[i] for i in group]
         t = max(len(x.input_ids) for _, x in batch)
         ids = torch.zeros((len(batch), t), dtype=torch.long)
         mask = torch.zeros((len(batch), t), dtype=torch.long)

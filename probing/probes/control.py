@@ -1,10 +1,13 @@
 """Control tasks (Hewitt and Liang 2019): labels that are a fixed random function of word types.
 
 A probe that scores well on its control task can memorise word identities rather than read structure
-from attention; *selectivity* = task score - control score. Every control label here is a deterministic
-function of (seed, word type(s)): a keyed hash gives each type a uniform number in [0, 1), which picks the
-label. The same type gets the same label in training and evaluation, and a type never seen in training
-still gets one. Distributions come from the training split.
+from attention; *selectivity* = task score - control score. As Hewitt and Liang define them, a label task's
+control gives each word type (a pair's dependent's type) a label drawn from the task's empirical label
+distribution, and the attachment tasks' controls attach each word type by a fixed rule (to the first word,
+the last, or ROOT). Every control here is a deterministic function of (seed, word type): a keyed hash gives
+each type a uniform number in [0, 1), which picks the label or the rule. The same type gets the same label in
+training and evaluation, and a type never seen in training still gets one. Distributions come from the
+training split.
 """
 
 from __future__ import annotations
@@ -51,11 +54,11 @@ def empirical(labels: Sequence[str]) -> tuple[list[str], list[int]]:
     return names, [int(vc[n]) for n in names]
 
 
-def control_relations(dep_words: Sequence[str], head_words: Sequence[str], train_labels: Sequence[str],
-                      seed: int) -> np.ndarray:
-    """Each (dependent type, head type) pair draws a relation from the training relation distribution."""
+def control_relations(dep_words: Sequence[str], train_labels: Sequence[str], seed: int) -> np.ndarray:
+    """Each dependent's type draws a relation from the training relation distribution (the label of a pair
+    is its dependent type's, whatever the head)."""
     names, counts = empirical(train_labels)
-    return draw_from(type_uniform(seed, dep_words, head_words), names, counts)
+    return draw_from(type_uniform(seed, dep_words), names, counts)
 
 
 def control_arc_rules(words: Sequence[str], seed: int) -> np.ndarray:
@@ -74,11 +77,10 @@ def control_heads(words: Sequence[str], pos: np.ndarray, n: np.ndarray, seed: in
     return head
 
 
-def control_edges(words_a: Sequence[str], words_b: Sequence[str], positive_share: float,
-                  seed: int) -> np.ndarray:
-    """Binary control labels for word pairs: the unordered type pair is an "arc" with the training
-    positive share."""
-    a, b = np.asarray(words_a, dtype=object), np.asarray(words_b, dtype=object)
-    lo, hi = np.where(a <= b, a, b), np.where(a <= b, b, a)
-    u = type_uniform(seed, lo, hi, np.full(len(a), "edge", dtype=object))
-    return (u < positive_share).astype(np.int64)
+def control_edges(words_a: Sequence[str], words_b: Sequence[str], pos_a: np.ndarray, pos_b: np.ndarray,
+                  n: np.ndarray, seed: int) -> np.ndarray:
+    """Binary control labels for word pairs of sentences of ``n`` words, by the arc control's attachment rules
+    (:func:`control_heads`): a pair is a control arc when one word's type rule attaches it to the other."""
+    pos_a, pos_b = np.asarray(pos_a), np.asarray(pos_b)
+    head_a, head_b = control_heads(words_a, pos_a, n, seed), control_heads(words_b, pos_b, n, seed)
+    return ((head_a == pos_b) | (head_b == pos_a)).astype(np.int64)

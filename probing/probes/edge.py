@@ -3,7 +3,8 @@
 Positives are the gold arcs as unordered pairs (a < b); negatives are pairs of the same sentence with no
 arc, drawn with the probe's seed, ``negatives_per_positive`` per positive (balanced by default). Features
 are ``A_k[a, b]`` (fwd: the left word looks right) and ``A_k[b, a]`` (bwd). Binary logistic regression;
-ROC-AUC and accuracy. The control task makes each unordered type pair an "arc" with the training share.
+ROC-AUC and accuracy. The control task attaches each word type by the arc control's rule (first word, last
+word or ROOT; Hewitt and Liang 2019): a pair is a control arc when one word's rule attaches it to the other.
 """
 
 from __future__ import annotations
@@ -72,12 +73,13 @@ def run_edge(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, s
         raise ValueError(f"probe.negatives_per_positive must be >= 1, got {pcfg.negatives_per_positive}")
     sides = []
     for k, split in enumerate((train, ev)):
-        s, a, b, y, ta, tb = edge_pairs(split.words(False, punct_tags(pcfg)), pcfg.exclude_punct,
-                                        pcfg.negatives_per_positive, seed + k,
+        words = split.words(False, punct_tags(pcfg))
+        s, a, b, y, ta, tb = edge_pairs(words, pcfg.exclude_punct, pcfg.negatives_per_positive, seed + k,
                                         pcfg.max_train_arcs if k == 0 else None)
         X, names = pair_features(split.store, s, a, b, sel, pcfg.feature_set, list(pcfg.neighbour_offsets))
-        sides.append((X, y, ta, tb))
-    (Xtr, ytr, tatr, tbtr), (Xte, yte, tate, tbte) = sides
+        n = words.n[np.searchsorted(words.sent, s, side="left")]  # each pair's sentence length
+        sides.append((X, y, control_edges(ta, tb, a, b, n, seed) if pcfg.control else None))
+    (Xtr, ytr, ctr), (Xte, yte, cte) = sides
     if len(np.unique(ytr)) < 2 or len(np.unique(yte)) < 2:
         raise ValueError("the edge probe needs both arcs and non-arcs in train and eval")
     model, converged = fit_quietly(make_classifier(pcfg, seed), Xtr, ytr)
@@ -89,9 +91,7 @@ def run_edge(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, s
         "n_train": int(len(ytr)), "n_eval": int(len(yte)), "n_features": int(Xtr.shape[1]),
         "positive_share_train": float(ytr.mean()), "converged": converged,
     }
-    ctr = control_edges(tatr, tbtr, float(ytr.mean()), seed) if pcfg.control else None
     if pcfg.control:
-        cte = control_edges(tate, tbte, float(ytr.mean()), seed)
         if len(np.unique(ctr)) == 2 and len(np.unique(cte)) == 2:
             cmodel, cconv = fit_quietly(make_classifier(pcfg, seed), Xtr, ctr)
             metrics["control_roc_auc"] = float(roc_auc_score(cte, cmodel.predict_proba(Xte)[:, 1]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import families
 import pytest
 import torch
 from mixing_oracle import naive_value_zeroing, per_head_values, randomise, run
@@ -54,14 +55,8 @@ def bert():
 
 def _batch(lengths=(9, 6)):
     """Random ids for sentences of these lengths, right-padded, with their mask."""
-    g = torch.Generator().manual_seed(3)
-    t = max(lengths)
-    ids = torch.full((len(lengths), t), 0, dtype=torch.long)
-    mask = torch.zeros((len(lengths), t), dtype=torch.long)
-    for b, n in enumerate(lengths):
-        ids[b, :n] = torch.randint(5, VOCAB, (n,), generator=g)
-        mask[b, :n] = 1
-    return ids, mask
+    inputs = families.batch(lengths, VOCAB, seed=3)
+    return inputs["input_ids"], inputs["attention_mask"]
 
 
 def test_decomposition_is_the_ln1_input(model):

@@ -66,6 +66,8 @@ def test_edge_pairs_are_balanced_and_negatives_are_not_arcs(data):
 def test_edge_probe_planted_vs_random(data):
     _, planted, noise = data
     m = run_edge(probe_cfg(kind="edge"), *planted, select_heads(2, 4, layer=0, head=0), 0).metrics
-    assert m["roc_auc"] > 0.95 and m["accuracy"] > 0.9 and m["selectivity"] > 0.3
+    assert m["roc_auc"] > 0.95 and m["accuracy"] > 0.9 and m["selectivity"] > 0.1
+    # the control arcs follow word-type attachment rules the planted attention knows nothing of
+    assert m["control_accuracy"] <= m["control_majority_accuracy"] + 0.05
     m0 = run_edge(probe_cfg(kind="edge"), *noise, select_heads(2, 4, layer=0, head=0), 0).metrics
     assert abs(m0["roc_auc"] - 0.5) < 0.1
