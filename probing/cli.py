@@ -11,14 +11,16 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import hydra
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from probing.compose import CONF_DIR
 from probing.config import register_configs
 from probing.errors import USER_ERRORS, ProbingError
+from probing.schema import FAILED_FILE
 
 log = logging.getLogger("probing")
 register_configs()
@@ -39,12 +41,14 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         result = run(cfg, out_dir, job_name=f"{hc.job.name}-{hc.job.num}" if multirun else None)
     except (*USER_ERRORS, OSError) as e:
         if isinstance(e, OSError) and e.filename is not None:  # a folder that cannot be written (or read)
-            log.error("error: %s: %s (check that the folder exists and is writable: PROBING_CACHE_DIR, "
-                      "PROBING_RESULTS_DIR, hydra.run.dir)", e.filename, e.strerror)
+            line = (f"{e.filename}: {e.strerror} (check that the folder exists and is writable: PROBING_CACHE_DIR, "
+                    "PROBING_RESULTS_DIR, hydra.run.dir)")
         else:
-            log.error("error: %s", e)
-        if multirun:
-            raise
+            line = str(e)
+        log.error("error: %s", line)
+        if multirun:  # the job's one line, kept for the sweep's summary (SweepSummary); the other jobs go on
+            (out_dir / FAILED_FILE).write_text(line + "\n")
+            return None
         sys.exit(2)
     return result.metrics.get("objective")  # the sweeper's objective (a probe's headline score)
 
@@ -57,6 +61,23 @@ def _save_read_settings(path: Path, cfg: DictConfig) -> None:
     from probing.io import atomic_write_text
 
     atomic_write_text(path, OmegaConf.to_yaml(OmegaConf.create(read_settings(cfg))))
+
+
+class SweepSummary(Callback):
+    """Ends a multirun with its directory, the jobs that failed with their one line each, and the next command;
+    exit status 2 when a job failed (registered in conf/config.yaml under hydra.callbacks)."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        sweep = Path(config.hydra.sweep.dir)
+        jobs = sorted((p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)) \
+            if sweep.is_dir() else []
+        failed = [(j.name, (j / FAILED_FILE).read_text().strip()) for j in jobs if (j / FAILED_FILE).is_file()]
+        print(f"sweep: {sweep} ({len(jobs)} jobs, {len(failed)} failed)", flush=True)
+        for name, line in failed:
+            print(f"  job {name}: {line}", flush=True)
+        print(f"next: probing-collect {sweep}", flush=True)
+        if failed:
+            sys.exit(2)
 
 
 def _writable(folder: Path) -> Optional[str]:

@@ -108,6 +108,7 @@ PROBE_SHOWN = tuple(PROBE_HEADLINE.values()) + ("control_accuracy", "selectivity
 
 # ---- metrics.json --------------------------------------------------------------------------------------
 METRICS_FILE, RUN_META_FILE = "metrics.json", "run_meta.json"
+FAILED_FILE = "failed.txt"  # a multirun job's one-line error, in its run dir
 # Numeric entries of metrics.json that describe a run rather than measure it (not in the sweep table;
 # probe_seconds: older runs' probe time, stage_seconds today).
 RUN_DESCRIPTORS = frozenset({LAYER, HEAD, "n_heads", "seconds", "probe_seconds", "best_offset", "n_iter", "rank",

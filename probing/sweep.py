@@ -62,7 +62,10 @@ def _label(metrics: dict, key: str, default: Optional[str]) -> Optional[str]:
 
 
 def _failure_reason(job: Path) -> str:
-    """The last line that looks like an error in the job's logs (Hydra's and submitit's), if any."""
+    """The job's one-line error (``failed.txt``), else the last line that looks like an error in its logs
+    (Hydra's and submitit's), if any."""
+    if (job / schema.FAILED_FILE).is_file():
+        return (job / schema.FAILED_FILE).read_text().strip()[:300]
     logs = sorted(job.glob("*.log")) + sorted(job.rglob(".submitit/**/*.err")) + sorted(job.rglob("*.err"))
     last = ""
     for path in logs:
