@@ -37,6 +37,35 @@ def resolve_model_path(name_or_path: str) -> str:
     return name_or_path
 
 
+# What to do instead when a hub model cannot be had, in every such error line.
+HUB_HINT = ("set HF_HUB_OFFLINE=1 to use cached models only, or run the bundled model=minilm, or a checkpoint "
+            "folder with model=local model.name_or_path=DIR")
+
+
+def check_reachable(path: str, revision: Optional[str], timeout: float = 3.0) -> None:
+    """Fail at once, in one line, for a hub id that is neither a local folder nor cached and whose hub cannot be
+    reached (the hub client would retry for about a minute before failing)."""
+    import socket
+    from urllib.parse import urlparse
+
+    if os.path.isdir(path) or os.environ.get("HF_HUB_OFFLINE") == "1":
+        return
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    try:
+        cached = try_to_load_from_cache(path, "config.json", revision=revision)
+    except Exception:  # noqa: BLE001 - not a valid hub id: the loader's own error says so
+        return
+    if isinstance(cached, str):
+        return
+    url = urlparse(constants.ENDPOINT)
+    try:
+        socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
+    except OSError:
+        raise ModelLoadError(f"could not reach {url.hostname} for model {path!r} (not in the local cache); "
+                             f"{HUB_HINT}") from None
+
+
 def resolved_device(name: str) -> str:
     """``model.device`` as it will be used (``auto`` -> ``cuda`` when available, else ``cpu``)."""
     return str(_device(name))
@@ -120,6 +149,7 @@ class Encoder:
             raise ModelLoadError(f"model.dtype={dtype!r}: expected one of {sorted(_DTYPES)}")
         hf_logging.set_verbosity_error()
         hf_logging.disable_progress_bar()
+        check_reachable(path, revision)
         try:
             tokenizer = AutoTokenizer.from_pretrained(path, revision=revision, trust_remote_code=trust_remote_code)
             if getattr(tokenizer, "add_prefix_space", None) is False:
@@ -149,7 +179,7 @@ class Encoder:
             offline = os.environ.get("HF_HUB_OFFLINE") == "1"
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             hint = " (HF_HUB_OFFLINE=1 is set: only cached or local models load)" if offline else ""
-            raise ModelLoadError(f"could not load model {name_or_path!r}{hint}: {first}") from None
+            raise ModelLoadError(f"could not load model {name_or_path!r}{hint}: {first}; {HUB_HINT}") from None
         dev = _device(cfg.device)
         model.to(dev)
         model.eval()

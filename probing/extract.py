@@ -30,7 +30,7 @@ from probing.buffers import Buffers
 from probing.config import ExtractConfig, Measure, ModelConfig, Pooling, Representation, enum_value
 from probing.corpus import Corpus
 from probing.encoder import Encoder, Tokenized, length_batches, load_encoder, model_identity, model_label
-from probing.errors import ProbingError, StoreError
+from probing.errors import ModelLoadError, ProbingError, StoreError
 from probing.mixing import capture, compute, heads_of, needs
 from probing.mixing.families import LayoutError, family_of
 from probing.paths import absolute
@@ -211,12 +211,25 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
         if not todo:
             return ExtractReport(stores[first], reused=True, stores=stores)
         if not isinstance(encoder, Encoder):
-            encoder = encoder()
+            try:
+                encoder = encoder()
+            except ModelLoadError:
+                _remove_empty([t.directory for t in todo])  # a model that cannot load leaves no trace
+                raise
         report = _build(encoder, corpus, cfg, todo)
     stores.update(report.stores)
     report.stores = {t.measure: stores[t.measure] for t in targets}
     report.store = stores[first]
     return report
+
+
+def _remove_empty(directories: Sequence[Path]) -> None:
+    """Remove store directories that hold nothing, and their lock files (the locks are still held: removing
+    the file is safe on POSIX, and another process then locks a new one)."""
+    for d in directories:
+        if d.is_dir() and not any(d.iterdir()):
+            d.rmdir()
+            Path(str(d) + ".lock").unlink(missing_ok=True)
 
 
 def open_store(directory: Path, what: Stored) -> ArrayStore:

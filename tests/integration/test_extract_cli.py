@@ -181,3 +181,20 @@ def test_help_lists_tasks_examples_and_environment(tmp_path):
     for text in ("Tasks (task=NAME):", "extract ", "heads ", "probe ", "inspect ", "importance ", "Examples:",
                  "PROBING_RESULTS_DIR", "PROBING_CACHE_DIR", "UD_EWT_DIR", "task: extract, heads, importance, inspect, probe"):
         assert text in r.stdout, text
+
+
+def test_a_hub_model_that_cannot_be_reached_fails_at_once_and_leaves_no_trace(tmp_path):
+    """No HF_HUB_OFFLINE and a hub that refuses connections: one line naming what to do instead, and the
+    cache holds no empty store folder or lock."""
+    env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "PROBING_CACHE_DIR": str(tmp_path / "cache"),
+           "HF_HOME": str(tmp_path / "hf")}
+    env.pop("HF_HUB_OFFLINE", None)
+    r = subprocess.run([sys.executable, "-m", "probing.cli", "task=extract", "model=bert_base_uncased",
+                        "data.n_sentences=5", f"hydra.run.dir={tmp_path / 'r'}"], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and "Traceback" not in r.stdout + r.stderr
+    [line] = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.startswith("error:")]
+    assert "could not reach 127.0.0.1 for model 'google-bert/bert-base-uncased'" in line
+    assert "HF_HUB_OFFLINE=1" in line and "model=minilm" in line and "model=local model.name_or_path=DIR" in line
+    cache = tmp_path / "cache"
+    assert not [p for p in cache.rglob("*") if p.name.startswith("bert_base_uncased")], list(cache.rglob("*"))

@@ -128,7 +128,11 @@ def test_the_readme_support_matrix_is_what_runs():
     assert readme_block(readme) == support_matrix(), "regenerate it: python tests/families.py --readme"
 
 
-def test_block_measures_decompose_every_post_layernorm_family(tiny):
+POST_LN = [n for n in NAMES if next(f for f in FAMILIES if f.name == FAMILY.get(n, n)).wiring is Wiring.post_ln]
+
+
+@pytest.mark.parametrize("name", POST_LN)
+def test_block_measures_decompose_every_post_layernorm_family(name):
     """Where ALTI, GlobEnc and value zeroing are offered, the decomposition they rest on holds: Σ_h Σ_j α f + b_O
     + x equals what the model's first LayerNorm receives, and value zeroing gives a row-stochastic map."""
     from mixing_oracle import run
@@ -137,9 +141,7 @@ def test_block_measures_decompose_every_post_layernorm_family(tiny):
     from probing.mixing import compute
     from probing.mixing import measures as M
 
-    name, model = tiny
-    if family_of(model)[0].wiring is not Wiring.post_ln:
-        pytest.skip("no block measures on this wiring (refused: test_block_measures_need_a_post_layernorm_block)")
+    model = build(name)
     inputs = batch()
     pieces, _, ln_in, _ = run(model, inputs["input_ids"], inputs["attention_mask"])
     real = inputs["attention_mask"].bool()
