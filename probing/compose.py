@@ -201,6 +201,16 @@ def compose_run(overrides: Sequence[str] = ()) -> DictConfig:
     return cfg
 
 
+def run_dir(cfg: Any) -> Path:
+    """A new run dir for ``cfg``, named as the command line names one (``conf/config.yaml``'s hydra.run.dir):
+    ``$PROBING_RESULTS_DIR/<experiment_name>/<time to the microsecond>``."""
+    import os
+    from datetime import datetime
+
+    root = Path(os.environ.get("PROBING_RESULTS_DIR", "results"))
+    return root / str(cfg.experiment_name) / datetime.now().strftime("%Y-%m-%d_%H-%M-%S_%f")
+
+
 def check_composed(cfg: Any) -> None:
     """A composed config's keys against the schema (``+key=...`` adds keys Hydra does not check) and its task:
     a section the task does not read (set by an experiment preset, say) is refused, naming it."""
