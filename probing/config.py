@@ -296,6 +296,7 @@ class SplitSettings:
     train_split: str = "train"
     eval_split: str = "dev"
     eval_fraction: float = 0.2
+    max_train_sentences: Optional[int] = None  # a seeded subsample of whole training sentences (None: all)
 
 
 @dataclass
@@ -355,10 +356,6 @@ class ProbeConfig(SplitSettings):
     head: Optional[int] = None  # None: every head of the selected layer(s); a per-layer measure has only head 0
     feature_set: FeatureSet = FeatureSet.both
     neighbour_offsets: List[int] = field(default_factory=list)  # also A[i,j+o], A[j,i+o]
-    # None: every training arc; else a seeded subsample of that many training arcs (relation, edge: gold arcs
-    # before negatives are drawn; arc: dependents, each with all its candidate heads; distance, depth: whole
-    # sentences, seeded, holding at most that many words)
-    max_train_arcs: Optional[int] = None
     C: float = 1.0  # inverse L2 strength (scikit-learn's convention, also for the arc probe)
     max_iter: int = 1000
     tol: float = 1e-4  # arc probe: Newton stops when the largest gradient component is this small
@@ -399,7 +396,7 @@ class ImportanceConfig(SplitSettings, BootstrapSettings):
     readout: ReadoutKind = ReadoutKind.relation
     ablation: Ablation = Ablation.mean
     method: ImportanceMethod = ImportanceMethod.both
-    train_sentences: Optional[int] = 4000  # first N train sentences for the probe (None: all)
+    max_train_sentences: Optional[int] = 4000  # the frozen probe's training sentences (SplitSettings)
     C: float = 1.0  # the probes' inverse L2 strength
     max_iter: int = 500
     attachment_negatives: int = 5  # arc probe: wrong candidate heads drawn per dependent for training

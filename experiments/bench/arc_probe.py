@@ -6,12 +6,12 @@ Side by side in one run, each method in a fresh process (so peak RSS is its own)
   store_newton  the probe as the package runs it (run_arc): features built from the memory-mapped store by
                 compiled kernels a block at a time, damped Newton with a sampled Hessian, warm start on 1/8
                 of the sentences, task and control fitted in the same passes
-Both use the config's C, max_iter and tol on a seeded subsample of ``--limit`` training dependents (default:
+Both use the config's C, max_iter and tol on a seeded subsample of ``--limit`` training sentences (default:
 all of them); each reports seconds (features, fit), iterations, training loss, dev UAS (task and control)
 and peak RSS.
 
 Build the stores first:  HF_HUB_OFFLINE=1 probing task=extract data=ud_ewt data.split=train  (and dev)
-Run:                     python experiments/bench/arc_probe.py [--limit 40000] [--methods memory_lbfgs,store_newton]
+Run:                     python experiments/bench/arc_probe.py [--limit 3000] [--methods memory_lbfgs,store_newton]
 
 Figures: experiments/bench/README.md.
 """
@@ -36,6 +36,7 @@ def one(method: str, limit: int | None) -> dict:
     from probing.probes.arc.blocks import ArcData
     from probing.probes.arc.probe import ArcProbe, arc_data, arc_loss, fit_probes, local_index, word_index
     from probing.probes.control import control_heads
+    from probing.probes.data import subsample_sentences
     from probing.probes.features import pair_features, root_features, select_heads
     from probing.probes.pairs import candidates
     from probing.tasks.probe import _Stores, load_splits
@@ -49,8 +50,8 @@ def one(method: str, limit: int | None) -> dict:
     train, ev, _ = load_splits(cfg.data, pc, cfg.extract, _Stores(cfg.model, cfg.extract, pc.measure))
     sel = select_heads(train.store.num_layers, train.store.num_heads, None, None)
     t0 = time.perf_counter()
-    dtr, tr = arc_data(pc, train, sel, limit, cfg.seed)
-    dte, te = arc_data(pc, ev, sel, None, cfg.seed)
+    dtr, tr = arc_data(pc, subsample_sentences(train, limit, cfg.seed), sel)
+    dte, te = arc_data(pc, ev, sel)
     golds = [local_index(dtr.pos, dtr.head),
              local_index(dtr.pos, control_heads(dtr.word, dtr.pos, dtr.n, cfg.seed))]
     if method == "memory_lbfgs":  # the whole design matrix in memory
@@ -89,7 +90,7 @@ def one(method: str, limit: int | None) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--limit", type=int, default=None, help="training dependents (default: all)")
+    ap.add_argument("--limit", type=int, default=None, help="training sentences (default: all)")
     ap.add_argument("--methods", default="memory_lbfgs,store_newton")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()

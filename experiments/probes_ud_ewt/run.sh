@@ -27,7 +27,7 @@ probing -m experiment=probes_ud_ewt probe=relation,arc,edge hydra.sweep.dir=$OUT
 probing-collect $OUT/all_heads
 
 # full training data for one layer, to show what the 20k-arc subsample changes
-probing -m experiment=probes_ud_ewt probe=relation,arc probe.layer=3 probe.max_train_arcs=null \
+probing -m experiment=probes_ud_ewt probe=relation,arc probe.layer=3 probe.max_train_sentences=null \
   hydra.sweep.dir=$OUT/full_train_layer3
 probing-collect $OUT/full_train_layer3
 

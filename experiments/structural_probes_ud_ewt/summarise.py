@@ -7,7 +7,7 @@
   72-job sweep) beside the same heads' attention accuracy (``--attention``: relation ``all``, the better of the two
   directions), and their scatter with Spearman's rho over the 72 heads;
 - ``subsample.png``: the same probes trained on a subsample of EWT train (``--hidden-subsample``,
-  ``--heads-subsample``: the ``probe.max_train_arcs`` sweeps) against all of it, per layer and per head;
+  ``--heads-subsample``: the ``probe.max_train_sentences`` sweeps) against all of it, per layer and per head;
 - ``mdl.png``: online codelength and compression per layer of the relation probe and of its control task
   (``--mdl``: ``probe=relation probe.mdl=true`` runs or sweeps, one curve per number of training arcs);
 - ``results.md``: the numbers behind the figures (markdown tables), pasted into the README.
@@ -32,7 +32,6 @@ from scipy.stats import spearmanr  # noqa: E402
 
 from probing.config import DataConfig, DataKind, ProbeConfig  # noqa: E402
 from probing.corpus.cache import load_corpus_cached  # noqa: E402
-from probing.probes.data import subsample_rows  # noqa: E402
 from probing.probes.mdl import block_ends  # noqa: E402
 from probing.probes.pairs import corpus_words, gold_arcs  # noqa: E402
 from probing.probes.structural.metrics import gold_edges, mst_edges  # noqa: E402
@@ -112,7 +111,8 @@ def control_pairs_seen(data_dir: Path, n_arcs: int | None, seed: int = 0) -> pd.
                                 "results/cache")
     arcs = gold_arcs(corpus_words(corpus, range(len(corpus)), pcfg.label_set == "base", tuple(pcfg.punct_upos)),
                      pcfg.exclude_punct)
-    arcs = arcs.take(subsample_rows(len(arcs), n_arcs, seed))
+    if n_arcs is not None and n_arcs < len(arcs):
+        arcs = arcs.take(np.sort(np.random.default_rng(seed).choice(len(arcs), size=n_arcs, replace=False)))
     order = np.random.default_rng(seed).permutation(len(arcs))
     keys, first = pd.factorize(pd.Series(arcs.word[order]).astype(str) + "\x1f" + arcs.head_word[order].astype(str))
     first_seen = pd.Series(np.arange(len(keys))).groupby(keys).transform("min").to_numpy()

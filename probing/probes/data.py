@@ -37,13 +37,23 @@ class ProbeResult:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
-def subsample_rows(n_rows: int, limit: int | None, seed: int) -> np.ndarray:
-    """Row indices of a seeded subsample of at most ``limit`` rows, in ascending order (all rows for None)."""
-    if limit is None or limit >= n_rows:
-        return np.arange(n_rows)
-    if limit <= 0:
-        raise ValueError(f"probe.max_train_arcs must be positive, got {limit}")
-    return np.sort(np.random.default_rng(seed).choice(n_rows, size=limit, replace=False))
+def sample_sentences(n: int, limit: int | None, seed: int, key: str) -> np.ndarray:
+    """Positions of a seeded subsample of at most ``limit`` of ``n`` sentences, in ascending order (all for
+    None); ``key``: the config key named in an error."""
+    if limit is not None and limit <= 0:
+        raise ValueError(f"{key} must be positive, got {limit}")
+    if limit is None or limit >= n:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=limit, replace=False))
+
+
+def subsample_sentences(split: ProbeSplit, limit: int | None, seed: int) -> ProbeSplit:
+    """A seeded subsample of whole sentences of ``split`` (``probe.max_train_sentences``; all for None)."""
+    keep = sample_sentences(len(split.indices), limit, seed, "probe.max_train_sentences")
+    if len(keep) == len(split.indices):
+        return split
+    return ProbeSplit(f"{split.name}[{len(keep)} of {len(split.indices)} sentences]", split.corpus, split.store,
+                      split.indices[keep])
 
 
 def punct_tags(pcfg: Any) -> tuple[str, ...]:

@@ -17,21 +17,18 @@ from sklearn.metrics import accuracy_score, roc_auc_score
 
 from probing.probes.baselines import majority_accuracy
 from probing.probes.control import control_edges
-from probing.probes.data import ProbeResult, ProbeSplit, punct_tags, subsample_rows
+from probing.probes.data import ProbeResult, ProbeSplit, punct_tags
 from probing.probes.features import HeadSelection, pair_features
 from probing.probes.mdl import mdl_metrics
 from probing.probes.pairs import Words, gold_arcs
 from probing.probes.relation import fit_quietly, make_classifier
 
 
-def edge_pairs(words: Words, exclude_punct: bool, negatives_per_positive: int, seed: int,
-               limit: int | None
+def edge_pairs(words: Words, exclude_punct: bool, negatives_per_positive: int, seed: int
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(sent, a, b, label, type_a, type_b)`` of positive and sampled negative pairs, a < b. With
-    ``limit``, a seeded subsample of the positives, and negatives drawn for those."""
-    all_arcs = gold_arcs(words, exclude_punct)
+    """``(sent, a, b, label, type_a, type_b)`` of positive and sampled negative pairs, a < b."""
+    arcs = all_arcs = gold_arcs(words, exclude_punct)
     a_all, b_all = np.minimum(all_arcs.pos, all_arcs.head), np.maximum(all_arcs.pos, all_arcs.head)
-    arcs = all_arcs.take(subsample_rows(len(all_arcs), limit, seed))
     a_pos, b_pos = np.minimum(arcs.pos, arcs.head), np.maximum(arcs.pos, arcs.head)
     rng = np.random.default_rng(seed)
     allowed = ~words.punct if exclude_punct else np.ones(len(words), dtype=bool)
@@ -74,8 +71,7 @@ def run_edge(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, s
     sides = []
     for k, split in enumerate((train, ev)):
         words = split.words(False, punct_tags(pcfg))
-        s, a, b, y, ta, tb = edge_pairs(words, pcfg.exclude_punct, pcfg.negatives_per_positive, seed + k,
-                                        pcfg.max_train_arcs if k == 0 else None)
+        s, a, b, y, ta, tb = edge_pairs(words, pcfg.exclude_punct, pcfg.negatives_per_positive, seed + k)
         X, names = pair_features(split.store, s, a, b, sel, pcfg.feature_set, list(pcfg.neighbour_offsets))
         n = words.n[np.searchsorted(words.sent, s, side="left")]  # each pair's sentence length
         sides.append((X, y, control_edges(ta, tb, a, b, n, seed) if pcfg.control else None))

@@ -22,7 +22,7 @@ from sklearn.preprocessing import StandardScaler
 from probing.config import LabelSet, enum_value
 from probing.probes.baselines import majority_accuracy
 from probing.probes.control import control_relations
-from probing.probes.data import ProbeResult, ProbeSplit, punct_tags, subsample_rows
+from probing.probes.data import ProbeResult, ProbeSplit, punct_tags
 from probing.probes.features import HeadSelection, pair_features
 from probing.probes.mdl import mdl_metrics
 from probing.probes.pairs import gold_arcs
@@ -44,11 +44,10 @@ def fit_quietly(model: Pipeline, X: np.ndarray, y: np.ndarray) -> tuple[Pipeline
     return model, not any(issubclass(w.category, ConvergenceWarning) for w in caught)
 
 
-def relation_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection, limit: int | None, seed: int):
-    """Gold arcs of a split (at most ``limit``, a seeded subsample) and their features
+def relation_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection):
+    """Gold arcs of a split and their features
     ``(arcs, X, feature names)``."""
     arcs = gold_arcs(split.words(LabelSet(pcfg.label_set) is LabelSet.base, punct_tags(pcfg)), pcfg.exclude_punct)
-    arcs = arcs.take(subsample_rows(len(arcs), limit, seed))
     X, names = pair_features(split.store, arcs.sent, arcs.pos, arcs.head, sel, pcfg.feature_set,
                              list(pcfg.neighbour_offsets))
     return arcs, X, names
@@ -57,8 +56,8 @@ def relation_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection, limit: int |
 def run_relation(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, seed: int) -> ProbeResult:
     """Train on ``train``'s gold arcs, score on ``ev``'s: accuracy, macro-F1, per-relation F1, confusion,
     majority baseline, control accuracy and selectivity."""
-    tr, Xtr, names = relation_data(pcfg, train, sel, pcfg.max_train_arcs, seed)
-    te, Xte, _ = relation_data(pcfg, ev, sel, None, seed)  # every evaluation arc
+    tr, Xtr, names = relation_data(pcfg, train, sel)
+    te, Xte, _ = relation_data(pcfg, ev, sel)  # every evaluation arc
     if len(tr) == 0 or len(te) == 0:
         raise ValueError("no arcs to probe in the train or eval sentences")
     ytr, yte = tr.relation.astype(str), te.relation.astype(str)

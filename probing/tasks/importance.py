@@ -64,6 +64,7 @@ from probing.importance.tables import (
     normalised_gradient,
 )
 from probing.paths import absolute
+from probing.probes.data import sample_sentences
 from probing.results import read_table
 from probing.tasks.base import SINGLE_SPLIT_KINDS, RunOutput, StageTimer, TaskResult, holdout, one_corpus
 from probing.tasks.store_summary import store_use
@@ -71,19 +72,26 @@ from probing.tasks.store_summary import store_use
 log = logging.getLogger(__name__)
 
 
-def splits(data: DataConfig, imp: ImportanceConfig, cache_dir: str) -> tuple[Corpus, Corpus]:
+def splits(data: DataConfig, imp: ImportanceConfig, cache_dir: str, seed: int) -> tuple[Corpus, Corpus]:
     """The probe's training corpus and the evaluation corpus. One corpus (a single-split source, or
     ``train_split == eval_split``) is cut: its last ``importance.eval_fraction`` is evaluated, the rest trains
-    the probe (at most ``importance.train_sentences`` of them)."""
+    the probe (a seeded subsample of at most ``importance.max_train_sentences`` of them)."""
     if one_corpus(data, imp):
         single = DataKind(data.kind) in SINGLE_SPLIT_KINDS
         corpus = load_corpus_cached(data, None if single else imp.eval_split, cache_dir)
         cut = holdout(len(corpus), imp, "importance")
-        return (Corpus(corpus.name, "train", corpus.sentences[:cut]).head(imp.train_sentences),
+        return (_subsample(Corpus(corpus.name, "train", corpus.sentences[:cut]), imp.max_train_sentences, seed),
                 Corpus(corpus.name, "eval", corpus.sentences[cut:]))
     # data.limit bounds the evaluation sentences; the probe's training set is bounded by its own key
     train = load_corpus_cached(_unlimited(data), imp.train_split, cache_dir)
-    return train.head(imp.train_sentences), load_corpus_cached(data, imp.eval_split, cache_dir)
+    return _subsample(train, imp.max_train_sentences, seed), load_corpus_cached(data, imp.eval_split, cache_dir)
+
+
+def _subsample(corpus: Corpus, limit: Optional[int], seed: int) -> Corpus:
+    """A seeded subsample of whole sentences, in corpus order (the probes' rule: probing.probes.data)."""
+    keep = sample_sentences(len(corpus), limit, seed, "importance.max_train_sentences")
+    return corpus if len(keep) == len(corpus) else Corpus(corpus.name, corpus.split,
+                                                          tuple(corpus.sentences[int(i)] for i in keep))
 
 
 def _unlimited(data: DataConfig) -> DataConfig:
@@ -245,7 +253,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     want_ablation, want_gradient = _wanted(method, kind)
     timer = StageTimer()
     with timer("probe", "the frozen readout"):
-        train, corpus = splits(data, imp, extract.cache_dir)
+        train, corpus = splits(data, imp, extract.cache_dir, seed)
         batches = make_batches(encoder, corpus, imp.batch_size, imp.max_batch_tokens)
         readout, batches = _readout(encoder, kind, imp, train, corpus, batches, extract.pooling, seed)
     mean = (head_means(encoder.model, [b.inputs for b in batches]).to(encoder.device)

@@ -36,7 +36,7 @@ from probing.encoder import model_label
 from probing.errors import ProbingError
 from probing.extract import Stored, ensure_store, stored
 from probing.probes.arc.probe import run_arc
-from probing.probes.data import ProbeResult, ProbeSplit
+from probing.probes.data import ProbeResult, ProbeSplit, subsample_sentences
 from probing.probes.edge import run_edge
 from probing.probes.features import HeadSelection, select_heads, vector_selection
 from probing.probes.relation import run_relation
@@ -49,7 +49,7 @@ from probing.tasks.store_summary import describe_store, store_use
 log = logging.getLogger(__name__)
 
 # Bump when a change to the probe code changes its numbers: older results then no longer count as complete.
-PROBE_FORMAT = 4
+PROBE_FORMAT = 5
 # Extraction settings that never change the maps read (left out of the config key; ``measures`` only says which
 # other stores are built beside ``probe.measure``'s, which is in the key).
 _VOLATILE_EXTRACT = ("batch_size", "max_batch_tokens", "progress", "cache_dir", "shard_mb", "verify", "measures",
@@ -183,6 +183,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
     with timer("stores", f"the {reads} stores of the train and eval sides"):
         train, ev, note = load_splits(data, probe, extract, stores)
         dev = load_dev_split(data, probe, extract, stores, ev) if kind in STRUCTURAL else None
+    train = subsample_sentences(train, probe.max_train_sentences, seed)
     store = train.store
     try:
         sel = (vector_selection(store, probe.layer, probe.head) if isinstance(store, VectorStore)

@@ -26,7 +26,7 @@ def test_importance_minilm_ewt(ewt_dir, tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "PROBING_CACHE_DIR": cache, "WANDB_MODE": "offline"}
     run_dir = tmp_path / "run"
     args = ["task=importance", "data=ud_ewt", f"data.dir={ewt_dir}", "data.limit=12", "logger=wandb",
-            "logger.mode=offline", "importance.train_sentences=100", "importance.max_iter=100", "importance.bootstrap=40",
+            "logger.mode=offline", "importance.max_train_sentences=100", "importance.max_iter=100", "importance.bootstrap=40",
             "importance.pruning_step=0.5", "importance.pruning_seeds=1", "importance.min_count=10",
             "extract.progress=false", f"hydra.run.dir={run_dir}"]
     r = subprocess.run([sys.executable, "-m", "probing.cli", *args], cwd=REPO, env=env, capture_output=True,

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from probes_synth import LABELS, probe_cfg, splits, tree_corpus, write_store
 
+from probing.probes.data import subsample_sentences
 from probing.probes.edge import edge_pairs, run_edge
 from probing.probes.features import select_heads
 from probing.probes.pairs import corpus_words
@@ -45,16 +46,22 @@ def test_relation_probe_on_random_attention_is_the_majority_baseline(data):
 
 def test_relation_probe_is_reproducible_and_subsamples(data):
     _, planted, _ = data
-    cfg = replace(probe_cfg(), max_train_arcs=300, neighbour_offsets=[-1, 1])
-    a = run_relation(cfg, *planted, select_heads(2, 4, layer=1, head=None), 0).metrics
-    b = run_relation(cfg, *planted, select_heads(2, 4, layer=1, head=None), 0).metrics
-    assert a == b and a["n_train"] == 300 and a["n_features"] == 4 * 2 * 3
+    cfg = replace(probe_cfg(), neighbour_offsets=[-1, 1])
+    train, ev = planted
+    few = subsample_sentences(train, 20, 0)
+    assert len(few.indices) == 20 and few.name.endswith("[20 of 240 sentences]")
+    a = run_relation(cfg, few, ev, select_heads(2, 4, layer=1, head=None), 0).metrics
+    b = run_relation(cfg, subsample_sentences(train, 20, 0), ev, select_heads(2, 4, layer=1, head=None), 0).metrics
+    assert a == b and a["n_features"] == 4 * 2 * 3
+    # one arc per non-root, non-punctuation word of the 20 sentences (punctuation is excluded by default)
+    assert a["n_train"] == sum(sum(h >= 0 and u != "PUNCT" for h, u in zip(s.heads, s.upos))
+                               for s in (train.corpus[int(i)] for i in few.indices))
 
 
 def test_edge_pairs_are_balanced_and_negatives_are_not_arcs(data):
     corpus, planted, _ = data
     words = corpus_words(corpus, planted[0].indices, False, PUNCT)
-    sent, a, b, y, ta, tb = edge_pairs(words, True, 1, seed=0, limit=None)
+    sent, a, b, y, ta, tb = edge_pairs(words, True, 1, seed=0)
     assert (a < b).all() and 0.5 <= y.mean() < 0.56  # short sentences run out of negatives
     arcs = {(int(s), min(i, h), max(i, h)) for s in np.unique(sent)
             for i, h in enumerate(corpus[int(s)].heads) if h >= 0}

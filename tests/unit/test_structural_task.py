@@ -59,23 +59,18 @@ def test_structural_probe_keys_change_the_config_key():
     assert probe_task.config_key(m, d, e, replace(p, rank=8), 0) != key
 
 
-def test_max_train_arcs_keeps_whole_sentences_up_to_that_many_words():
-    from types import SimpleNamespace
-
+def test_max_train_sentences_is_a_seeded_subsample_of_whole_sentences():
     import numpy as np
 
-    from probing.probes.data import ProbeSplit
-    from probing.probes.structural.run import train_subset
+    from probing.probes.data import ProbeSplit, sample_sentences, subsample_sentences
 
-    store = SimpleNamespace(n_words=np.array([5, 3, 8, 2, 7, 4]))
-    split = ProbeSplit("train", None, store, np.array([0, 1, 2, 3, 4, 5]))
-    assert train_subset(split, None, 0) is split
-    got = train_subset(split, 12, 0)
-    # seed 0 shuffles the sentences to [3, 2, 5, 4, 0, 1] (numpy's permutation): 2 + 8 words fit, + 4 do not
-    assert list(np.random.default_rng(0).permutation(6)) == [3, 2, 5, 4, 0, 1]
-    assert list(got.indices) == [2, 3] and got.name == "train[2 of 6 sentences]"
-    assert list(train_subset(split, 100, 0).indices) == [0, 1, 2, 3, 4, 5]
-    with pytest.raises(ValueError, match="probe.max_train_arcs=1 is fewer words than any training sentence holds"):
-        train_subset(split, 1, 0)
-    with pytest.raises(ValueError, match="probe.max_train_arcs must be positive, got 0"):
-        train_subset(split, 0, 0)
+    split = ProbeSplit("train", None, None, np.array([10, 11, 12, 13, 14, 15]))
+    assert subsample_sentences(split, None, 0) is split and subsample_sentences(split, 6, 0) is split
+    got = subsample_sentences(split, 2, 0)
+    # numpy's seeded choice of 2 of 6, sorted
+    assert list(got.indices) == [10 + i for i in sorted(np.random.default_rng(0).choice(6, 2, replace=False))]
+    assert got.name == "train[2 of 6 sentences]" and list(subsample_sentences(split, 2, 0).indices) == list(got.indices)
+    with pytest.raises(ValueError, match="probe.max_train_sentences must be positive, got 0"):
+        subsample_sentences(split, 0, 0)
+    assert list(sample_sentences(3, 5, 1, "k")) == [0, 1, 2]
+

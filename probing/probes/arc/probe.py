@@ -25,7 +25,7 @@ from probing.probes.arc.blocks import ArcBlocks, ArcData, StoreArcData
 from probing.probes.arc.solver import Fit, block_log_proba, block_predict, evaluate, newton
 from probing.probes.baselines import best_offset, offset_heads, right_branching_heads
 from probing.probes.control import control_heads
-from probing.probes.data import ProbeResult, ProbeSplit, punct_tags, subsample_rows
+from probing.probes.data import ProbeResult, ProbeSplit, punct_tags
 from probing.probes.features import HeadSelection, pair_feature_names, root_feature_names
 from probing.probes.pairs import Words, dependents
 
@@ -117,12 +117,11 @@ def fit_probes(probes: list[ArcProbe], data: ArcBlocks, golds: list[np.ndarray],
 
 # ---- the arc probe task ----------------------------------------------------------------------------------
 
-def arc_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection, limit: int | None, seed: int
+def arc_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection
              ) -> tuple[Words, StoreArcData]:
     """Dependents of a split (at most ``limit``, a seeded subsample) and their candidates' features, built
     from the store block by block."""
     deps = dependents(split.words(LabelSet(pcfg.label_set) is LabelSet.base, punct_tags(pcfg)), pcfg.exclude_punct)
-    deps = deps.take(subsample_rows(len(deps), limit, seed))
     data = StoreArcData(split.store, deps.sent, deps.pos, sel, pcfg.feature_set, list(pcfg.neighbour_offsets))
     return deps, data
 
@@ -140,8 +139,8 @@ def word_index(pos: np.ndarray, local: np.ndarray) -> np.ndarray:
 def run_arc(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, seed: int) -> ProbeResult:
     """Train the Attn probe on ``train``, report UAS on ``ev`` beside right-branching, best-offset and the
     control task (each word type attaches to ROOT, the first or the last word), fitted in the same passes."""
-    dtr, tr = arc_data(pcfg, train, sel, pcfg.max_train_arcs, seed)
-    dte, te = arc_data(pcfg, ev, sel, None, seed)  # every evaluation dependent
+    dtr, tr = arc_data(pcfg, train, sel)
+    dte, te = arc_data(pcfg, ev, sel)  # every evaluation dependent
     if len(dtr) == 0 or len(dte) == 0:
         raise ValueError("no dependents to probe in the train or eval sentences")
     names = (pair_feature_names(sel, pcfg.feature_set, list(pcfg.neighbour_offsets))

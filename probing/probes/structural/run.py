@@ -1,7 +1,7 @@
 """``task=probe probe=distance|depth``: structural probes on one layer's word vectors (``probe.features=hidden``)
 or on head context vectors (``probe.features=heads``: one head, or all heads of ``probe.layer`` side by side).
 
-Trained on the train split (``probe.max_train_arcs``: a seeded subsample of whole sentences holding at most that
+Trained on the train split (``probe.max_train_sentences``: a seeded subsample of whole sentences; at most that
 many words), stopped early on ``dev`` (the eval split when there is none), scored on the
 eval split with :func:`probing.probes.structural.score`. Punctuation (``probe.punct_upos``) is left out of
 UUAS and root accuracy when ``probe.exclude_punct`` (Hewitt and Manning's convention); DSpr and NSpr read
@@ -34,22 +34,6 @@ def split_sentences(pcfg: Any, split: ProbeSplit, sel: HeadSelection) -> Sentenc
     return Sentences(vectors, starts, lengths, words.head, punct)
 
 
-def train_subset(split: ProbeSplit, limit: Optional[int], seed: int) -> ProbeSplit:
-    """A seeded subsample of whole sentences of ``split`` holding at most ``limit`` words (``probe.max_train_arcs``:
-    every word is the dependent of one arc; the loss is per sentence, so sentences are kept whole); all for None."""
-    if limit is None:
-        return split
-    if limit <= 0:
-        raise ValueError(f"probe.max_train_arcs must be positive, got {limit}")
-    order = np.random.default_rng(seed).permutation(len(split.indices))
-    words = np.cumsum(np.asarray(split.store.n_words)[split.indices[order]])
-    keep = np.sort(order[words <= limit])
-    if len(keep) == 0:
-        raise ValueError(f"probe.max_train_arcs={limit} is fewer words than any training sentence holds")
-    return ProbeSplit(f"{split.name}[{len(keep)} of {len(split.indices)} sentences]", split.corpus, split.store,
-                      split.indices[keep])
-
-
 def by_length(kind: str, per: dict[int, float]) -> pd.DataFrame:
     """DSpr or NSpr of every sentence length as a table (the headline averages lengths 5-50)."""
     return pd.DataFrame({"metric": "dspr" if kind == "distance" else "nspr", "length": list(per),
@@ -65,7 +49,6 @@ def run_structural(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelect
                    dev: Optional[ProbeSplit] = None) -> ProbeResult:
     """Fit a distance or depth probe (``pcfg.kind``) on ``train``, stop on ``dev`` (None: ``ev``), score ``ev``."""
     kind = str(pcfg.kind)
-    train = train_subset(train, pcfg.max_train_arcs, seed)
     tr, te = split_sentences(pcfg, train, sel), split_sentences(pcfg, ev, sel)
     dv = te if dev is None else split_sentences(pcfg, dev, sel)
     probe = StructuralProbe(kind, regimen(pcfg, seed)).fit(tr, dv)
