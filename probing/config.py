@@ -405,7 +405,7 @@ class ImportanceConfig(SplitSettings, BootstrapSettings):
     layer_in: bool = True  # leave-one-layer-in: every head outside one layer ablated
     pruning: bool = True  # pruning curves (10% steps): gradient, attention accuracy and random orders
     pruning_step: float = 0.1
-    pruning_seeds: int = 3  # random orders
+    pruning_seeds: int = 5  # random orders (their mean curve and the band of single orders are reported)
     heads_run: Optional[str] = None  # a task=heads run dir whose heads table gives attention accuracy
     batch_size: int = 32
     max_batch_tokens: int = 4096  # pieces x sentences per batch, before replication

@@ -397,15 +397,24 @@ def _pruning(imp: ImportanceConfig, seed: int, p: _Passes, accuracy: Optional[pd
 
 def _bend(prune: pd.DataFrame) -> dict:
     """Per order, the largest fraction of heads removed with the ``all`` score within 5 points of the
-    unablated score (random: the mean curve)."""
+    unablated score; random orders: of the mean curve, and the band of single orders (their smallest and
+    largest such fraction), since the mean's fraction need not hold for any one order."""
     out = {}
     t = prune[prune["relation"] == schema.ALL]
     for order, s in t.groupby("order"):
-        curve = s.groupby("fraction_removed")["score"].mean().sort_index()
-        ok = curve >= curve.iloc[0] - 0.05
-        first_bad = (~ok).to_numpy().argmax() if (~ok).any() else len(curve)
-        out[f"prunable_fraction_{order}"] = float(curve.index[max(first_bad - 1, 0)])
+        out[f"prunable_fraction_{order}"] = _within_5_points(s.groupby("fraction_removed")["score"].mean())
+        if order == "random":
+            each = [_within_5_points(o.set_index("fraction_removed")["score"]) for _, o in s.groupby("seed")]
+            out["prunable_fraction_random_min"], out["prunable_fraction_random_max"] = min(each), max(each)
     return out
+
+
+def _within_5_points(curve: pd.Series) -> float:
+    """The largest fraction removed before the score first falls more than 5 points below the unablated one."""
+    curve = curve.sort_index()
+    ok = curve >= curve.iloc[0] - 0.05
+    first_bad = (~ok).to_numpy().argmax() if (~ok).any() else len(curve)
+    return float(curve.index[max(first_bad - 1, 0)])
 
 
 def _console(metrics: dict, metric: str) -> str:

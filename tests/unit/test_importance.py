@@ -201,3 +201,18 @@ def test_probe_features_are_standardised_in_place_like_sklearn():
     np.testing.assert_allclose(X, StandardScaler().fit_transform(raw), atol=1e-5)
     np.testing.assert_allclose(scaler.mean_, raw.mean(0), rtol=1e-6)
     assert scaler.scale_[2] == 1.0
+
+
+def test_the_prunable_fraction_of_random_orders_has_a_band_of_single_orders():
+    import pandas as pd
+
+    from probing.tasks.importance import _bend
+
+    rows = []
+    # two random orders: one stays within 5 points up to 0.5, the other drops at 0.25
+    for seed, scores in ((0, [0.80, 0.79, 0.77, 0.60]), (1, [0.80, 0.70, 0.69, 0.60])):
+        rows += [{"order": "random", "seed": seed, "fraction_removed": f, "relation": "all", "score": v}
+                 for f, v in zip([0.0, 0.25, 0.5, 0.75], scores)]
+    got = _bend(pd.DataFrame(rows))
+    assert got["prunable_fraction_random_min"] == 0.0 and got["prunable_fraction_random_max"] == 0.5
+    assert got["prunable_fraction_random"] == 0.0  # the mean curve (0.80, 0.745, ...) drops at 0.25
