@@ -60,6 +60,10 @@ def nearest(name: str, candidates: Iterable[str]) -> Optional[str]:
     """The closest candidate to ``name``, by the whole dotted name, else by its last part (``polling`` ->
     ``extract.pooling``); None when nothing is close."""
     candidates = list(candidates)
+    head, _, leaf = name.rpartition(".")
+    same_leaf = [c for c in candidates if c.rsplit(".", 1)[-1] == leaf and c.startswith(head + ".")]
+    if head and len(same_leaf) == 1:  # probe.C -> probe.linear.C: the key moved into a section
+        return same_leaf[0]
     close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.5)
     if close:
         return close[0]
@@ -120,6 +124,34 @@ def _section_error(key: str, task: str) -> Optional[str]:
     if section in OPTIONAL_SECTIONS and section not in TASK_SECTIONS[TaskName(task)]:
         return (f"{key}: {section}.* settings are read by task={' or task='.join(readers(section))}, "
                 f"not by task={task}")
+    return None
+
+
+def _unset_section(key: str, overrides: Sequence[str]) -> Optional[str]:
+    """Why ``key`` cannot be set: a section on its path is None in this run (``probe.regimen`` for a relation
+    probe); the group options whose YAML composes that section are named."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            cfg = compose("config", overrides=[o for o in overrides if _key_of(o) != key])
+    except Exception:  # noqa: BLE001 - another override is wrong too: the caller reports the first error
+        return None
+    finally:
+        GlobalHydra.instance().clear()
+    parts = key.split(".")
+    node = cfg
+    for k in range(len(parts) - 1):
+        node = node.get(parts[k]) if hasattr(node, "get") else None
+        if node is None:
+            section = ".".join(parts[:k + 1])
+            group, leaf = parts[0], parts[k]
+            options = [o for o in groups().get(group, [])
+                       if re.search(rf"^{leaf}:", (CONF_PATH / group / f"{o}.yaml").read_text(), re.M)]
+            where = f" (it comes with {' or '.join(f'{group}={o}' for o in options)})" if options and k == 1 else ""
+            return f"{key}: {section} is not part of this run's config{where}"
     return None
 
 
@@ -191,7 +223,7 @@ def compose_run(overrides: Sequence[str] = ()) -> DictConfig:
             pass
         if task:
             for o in scoped:
-                problem = _section_error(_key_of(o), task)
+                problem = _section_error(_key_of(o), task) or _unset_section(_key_of(o), mine)
                 if problem:
                     raise ProbingError(problem) from None
         raise ProbingError(_translate(err, mine, task)) from None

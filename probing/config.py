@@ -313,6 +313,16 @@ class Regimen:
 
 
 @dataclass
+class LinearFit:
+    """How the linear probes (relation, edge, arc) are fitted: L2-regularised logistic regression."""
+
+    C: float = 1.0  # inverse L2 strength (scikit-learn's convention, also for the arc probe)
+    max_iter: int = 1000
+    tol: float = 1e-4  # arc probe: Newton stops when the largest gradient component is this small
+    class_weight: Optional[ClassWeight] = None
+
+
+@dataclass
 class HeadsConfig(BootstrapSettings):
     """Per-head analysis (Clark et al. 2019; Htut et al. 2019)."""
 
@@ -343,8 +353,9 @@ class HeadsConfig(BootstrapSettings):
 
 @dataclass
 class ProbeConfig(SplitSettings):
-    """Probes on attention features or word vectors, with control tasks (Hewitt and Liang 2019). ``C``,
-    ``max_iter`` and ``tol`` fit the linear probes (relation, edge, arc); ``regimen`` the structural ones."""
+    """Probes on attention features or word vectors, with control tasks (Hewitt and Liang 2019). The probe
+    group (``conf/probe/``) composes how its kind is fitted: ``linear`` for relation, edge and arc probes,
+    ``regimen`` for the structural ones; the other is None."""
 
     kind: ProbeKind = ProbeKind.relation
     measure: Measure = Measure.attention  # the stores read (built too if extract.measures lacks it)
@@ -356,10 +367,7 @@ class ProbeConfig(SplitSettings):
     head: Optional[int] = None  # None: every head of the selected layer(s); a per-layer measure has only head 0
     feature_set: FeatureSet = FeatureSet.both
     neighbour_offsets: List[int] = field(default_factory=list)  # also A[i,j+o], A[j,i+o]
-    C: float = 1.0  # inverse L2 strength (scikit-learn's convention, also for the arc probe)
-    max_iter: int = 1000
-    tol: float = 1e-4  # arc probe: Newton stops when the largest gradient component is this small
-    class_weight: Optional[ClassWeight] = None
+    linear: Optional[LinearFit] = None
     control: bool = True
     exclude_punct: bool = True  # punctuation dependents are neither trained on nor scored
     punct_upos: List[str] = field(default_factory=lambda: ["PUNCT"])
@@ -369,7 +377,7 @@ class ProbeConfig(SplitSettings):
     rank: Optional[int] = None  # distance, depth: rank of the probe's map B (None: the vectors' dimension)
     # distance, depth: the split whose loss stops training (None: the eval split; single-split data: always)
     dev_split: Optional[str] = None
-    regimen: Regimen = field(default_factory=Regimen)
+    regimen: Optional[Regimen] = None
     best_offset_max: int = 5  # arc probe baseline: offsets -k..k tried on train
     skip_complete: bool = True  # a job whose run dir holds finished results for this config returns them
 

@@ -32,7 +32,7 @@ def one(method: str, limit: int | None) -> dict:
     from omegaconf import OmegaConf
     from scipy.optimize import minimize
 
-    from probing.config import ProbeConfig, ProbeKind, RunConfig
+    from probing.config import LinearFit, ProbeConfig, ProbeKind, RunConfig
     from probing.probes.arc.blocks import ArcData
     from probing.probes.arc.probe import ArcProbe, arc_data, arc_loss, fit_probes, local_index, word_index
     from probing.probes.control import control_heads
@@ -65,13 +65,14 @@ def one(method: str, limit: int | None) -> dict:
         te = ArcData(*matrix(ev, dte))
     features = time.perf_counter() - t0
     t0 = time.perf_counter()
-    probes = [ArcProbe(C=pc.C, max_iter=pc.max_iter, tol=pc.tol) for _ in golds]
+    fit = LinearFit()  # probe.linear's defaults, as probe=arc composes them
+    probes = [ArcProbe(C=fit.C, max_iter=fit.max_iter, tol=fit.tol) for _ in golds]
     if method == "memory_lbfgs":
-        alpha, f = 1.0 / (pc.C * len(dtr)), tr.n_features
+        alpha, f = 1.0 / (fit.C * len(dtr)), tr.n_features
         for probe, gold in zip(probes, golds):
             data = ArcData(tr.X, tr.R, tr.sizes, gold)
             res = minimize(arc_loss, np.zeros(f + tr.n_root_features + 1), args=(data, alpha), jac=True,
-                           method="L-BFGS-B", options={"maxiter": pc.max_iter, "gtol": pc.tol, "ftol": 1e-12})
+                           method="L-BFGS-B", options={"maxiter": fit.max_iter, "gtol": fit.tol, "ftol": 1e-12})
             probe.coef_, probe.root_coef_, probe.root_intercept_ = res.x[:f], res.x[f:-1], float(res.x[-1])
             probe.n_iter_, probe.loss_, probe.converged_ = int(res.nit), float(res.fun), bool(res.success)
     else:

@@ -31,9 +31,10 @@ from probing.probes.pairs import gold_arcs
 def make_classifier(pcfg: Any, seed: int) -> Pipeline:
     """Standardised features into L2 logistic regression (lbfgs) with the probe's C, max_iter and
     class weights."""
-    class_weight = enum_value(pcfg.class_weight)  # None or "balanced", as scikit-learn spells them
+    fit = pcfg.linear
+    class_weight = enum_value(fit.class_weight)  # None or "balanced", as scikit-learn spells them
     return make_pipeline(StandardScaler(), LogisticRegression(
-        C=pcfg.C, max_iter=pcfg.max_iter, class_weight=class_weight, random_state=seed, solver="lbfgs"))
+        C=fit.C, max_iter=fit.max_iter, class_weight=class_weight, random_state=seed, solver="lbfgs"))
 
 
 def fit_quietly(model: Pipeline, X: np.ndarray, y: np.ndarray) -> tuple[Pipeline, bool]:

@@ -172,6 +172,10 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
     if features is Features.attention and not measure.per_head and probe.head not in (None, 0):
         raise ProbingError(f"probe.measure={measure} has one map per layer: probe.head must be unset or 0, "
                            f"not {probe.head}")
+    need = "regimen" if kind in STRUCTURAL else "linear"
+    if getattr(probe, need) is None:
+        raise ProbingError(f"probe={kind} is fitted by probe.{need}, which this config lacks (the probe group "
+                           f"composes it: probe={kind})")
     key = config_key(model, data, extract, probe, seed)
     if probe.skip_complete:
         done = completed(out.dir, key)

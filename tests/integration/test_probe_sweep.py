@@ -21,7 +21,7 @@ from sklearn.preprocessing import StandardScaler
 from probing.corpus import generate_corpus
 from probing.store import AttentionStore
 
-TINY = ["task=probe", "data=grammar", "data.n_sentences=80", "extract.progress=false", "probe.max_iter=200"]
+TINY = ["task=probe", "data=grammar", "data.n_sentences=80", "extract.progress=false", "probe.linear.max_iter=200"]
 
 
 def probing(*args: str, cwd: Path) -> subprocess.CompletedProcess:

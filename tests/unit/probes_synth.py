@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from probing.config import ProbeConfig
+from probing.config import LinearFit, ProbeConfig
 from probing.corpus import Corpus, Sentence
 from probing.probes.data import ProbeSplit
 from probing.store import AttentionStore, write_manifest
@@ -72,4 +72,5 @@ def splits(corpus: Corpus, store: AttentionStore, train_share: float = 0.8) -> t
 
 
 def probe_cfg(**kw) -> ProbeConfig:
+    kw.setdefault("linear", LinearFit())
     return ProbeConfig(**kw)

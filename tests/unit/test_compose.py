@@ -46,8 +46,11 @@ def test_the_probe_group_comes_with_task_probe():
     (["extract.polling=first"], "unknown config key 'extract.polling'; did you mean extract.pooling?"),
     (["+extract.polling=first"], "unknown config key 'extract.polling'; did you mean extract.pooling?"),
     (["polling=first"], "unknown config key 'polling'; did you mean extract.pooling?"),
-    (["task=probe", "probe.regimen.lrr=0.1"], "unknown config key 'probe.regimen.lrr'; did you mean "
-                                               "probe.regimen.lr?"),
+    (["task=probe", "probe=distance", "probe.regimen.lrr=0.1"], "unknown config key 'probe.regimen.lrr'; did "
+                                                                 "you mean probe.regimen.lr?"),
+    (["task=probe", "probe.C=0.5"], "unknown config key 'probe.C'; did you mean probe.linear.C?"),
+    (["task=probe", "probe.regimen.lr=0.1"], "probe.regimen.lr: probe.regimen is not part of this run's config (it "
+                                             "comes with probe=depth or probe=distance)"),
     (["task=head"], "task=head: no such option (choose from extract, heads, importance, inspect, probe); "
                     "did you mean task=heads?"),
     (["logger=wandb_offline"], "logger=wandb_offline: no such option (choose from none, wandb); did you mean "

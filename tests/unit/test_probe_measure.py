@@ -8,7 +8,16 @@ import pytest
 from omegaconf import OmegaConf
 from test_heads_task import Recorder
 
-from probing.config import DataConfig, DataKind, ExtractConfig, Measure, ModelConfig, ProbeConfig, ProbeKind
+from probing.config import (
+    DataConfig,
+    DataKind,
+    ExtractConfig,
+    LinearFit,
+    Measure,
+    ModelConfig,
+    ProbeConfig,
+    ProbeKind,
+)
 from probing.errors import ProbingError
 from probing.probes.features import select_heads
 from probing.results import read_table
@@ -25,7 +34,7 @@ def _inputs(tiny_model_dir, tmp_path):
 
 def _run(tiny_model_dir, tmp_path, name, **kw):
     model, data, ext = _inputs(tiny_model_dir, tmp_path)
-    p = ProbeConfig(kind=ProbeKind.relation, max_iter=200, **kw)
+    p = ProbeConfig(kind=ProbeKind.relation, linear=LinearFit(max_iter=200), **kw)
     return probe_task.run(model, data, ext, p, 0, RunOutput(tmp_path / name, Recorder()))
 
 
@@ -42,7 +51,7 @@ def test_probe_reads_the_store_of_probe_measure(tiny_model_dir, tmp_path):
     model, data, ext = _inputs(tiny_model_dir, tmp_path)
     store = probe_task.ensure_store(model, probe_task.load_corpus_cached(data, None, ext.cache_dir), ext,
                                     Measure.norm).store
-    p = ProbeConfig(kind=ProbeKind.relation, max_iter=200)
+    p = ProbeConfig(kind=ProbeKind.relation, linear=LinearFit(max_iter=200))
     train, ev, _ = probe_task.load_splits(data, p, ext, lambda corpus: store)
     direct = probe_task.run_relation(p, train, ev, select_heads(store.num_layers, store.num_heads, None, None), 0)
     for k, v in direct.metrics.items():

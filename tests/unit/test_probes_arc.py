@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -11,6 +10,7 @@ from probes_synth import probe_cfg, splits, tree_corpus, write_store
 from scipy.optimize import check_grad
 from sklearn.base import clone
 
+from probing.config import LinearFit
 from probing.probes.arc.probe import ArcData, ArcProbe, arc_loss, run_arc
 from probing.probes.baselines import best_offset, majority_accuracy, offset_heads, right_branching_heads
 from probing.probes.features import select_heads
@@ -82,7 +82,7 @@ def test_fit_learns_the_planted_head_and_follows_the_estimator_contract():
 
 def test_run_arc_planted_signal_vs_random_attention(tmp_path):
     corpus = tree_corpus(250, seed=3)
-    cfg = replace(probe_cfg(kind="arc"), max_iter=300)
+    cfg = probe_cfg(kind="arc", linear=LinearFit(max_iter=300))
     planted = splits(corpus, write_store(corpus, tmp_path / "p", seed=4))
     r = run_arc(cfg, *planted, select_heads(2, 4, layer=0, head=0), 0)
     assert r.metrics["uas"] > 0.97 and r.metrics["selectivity"] > 0.3

@@ -14,9 +14,11 @@ from probing.config import (
     DataKind,
     ExtractConfig,
     Features,
+    LinearFit,
     ModelConfig,
     ProbeConfig,
     ProbeKind,
+    Regimen,
     Representation,
 )
 from probing.errors import ProbingError
@@ -73,7 +75,7 @@ def _run(tiny_model_dir, tmp_path, name, **kw):
     model = ModelConfig(name="tiny", name_or_path=str(tiny_model_dir))
     data = DataConfig(kind=DataKind.grammar, n_sentences=40)
     ext = OmegaConf.structured(ExtractConfig(cache_dir=str(tmp_path / "cache"), progress=False))
-    p = ProbeConfig(max_iter=200, **kw)
+    p = ProbeConfig(linear=LinearFit(max_iter=200), regimen=Regimen(), **kw)
     return probe_task.run(model, data, ext, p, 0, RunOutput(tmp_path / name, Recorder()))
 
 
@@ -104,7 +106,7 @@ def test_attention_probe_config_keys_ignore_the_new_keys_at_their_defaults():
     m = ModelConfig(name="tiny", name_or_path="/x/tiny")
     d = DataConfig(kind=DataKind.grammar, n_sentences=40)
     e = ExtractConfig(cache_dir="c", progress=False)
-    p = ProbeConfig(kind=ProbeKind.relation, max_iter=200)
+    p = ProbeConfig(kind=ProbeKind.relation, linear=LinearFit(max_iter=200))
     key = probe_task.config_key(m, d, e, p, 0)
     assert probe_task.config_key(m, d, replace(e, representations=[Representation.hidden]), p, 0) == key
     assert probe_task.config_key(replace(m, init_seed=7), d, e, p, 0) == key
@@ -121,6 +123,6 @@ def test_the_relation_control_is_learnable_from_the_embeddings(tiny_model_dir, t
     model = ModelConfig(name="tiny", name_or_path=str(tiny_model_dir))
     data = DataConfig(kind=DataKind.grammar, n_sentences=300)
     ext = OmegaConf.structured(ExtractConfig(cache_dir=str(tmp_path / "cache"), progress=False))
-    p = ProbeConfig(max_iter=500, features=Features.hidden, layer=0)
+    p = ProbeConfig(linear=LinearFit(max_iter=500), features=Features.hidden, layer=0)
     m = probe_task.run(model, data, ext, p, 0, RunOutput(tmp_path / "control", Recorder())).metrics
     assert m["control_accuracy"] > 1.5 * m["control_majority_accuracy"], m

@@ -10,7 +10,16 @@ from omegaconf import OmegaConf
 from test_heads_task import Recorder
 
 from probing import schema
-from probing.config import DataConfig, DataKind, ExtractConfig, Features, ModelConfig, ProbeConfig, ProbeKind
+from probing.config import (
+    DataConfig,
+    DataKind,
+    ExtractConfig,
+    Features,
+    ModelConfig,
+    ProbeConfig,
+    ProbeKind,
+    Regimen,
+)
 from probing.errors import ProbingError
 from probing.results import read_table
 from probing.tasks import probe as probe_task
@@ -21,6 +30,7 @@ def _run(tiny_model_dir, tmp_path, name, **kw):
     model = ModelConfig(name="tiny", name_or_path=str(tiny_model_dir))
     data = DataConfig(kind=DataKind.grammar, n_sentences=40)
     ext = OmegaConf.structured(ExtractConfig(cache_dir=str(tmp_path / "cache"), progress=False))
+    kw.setdefault("regimen", Regimen())
     return probe_task.run(model, data, ext, ProbeConfig(**kw), 0, RunOutput(tmp_path / name, Recorder()))
 
 

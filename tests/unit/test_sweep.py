@@ -10,7 +10,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from probing.cli import collect_main as main
-from probing.config import ProbeConfig, RunConfig
+from probing.config import LinearFit, ProbeConfig, RunConfig
 from probing.sweep import parse_overrides, write_collection
 from probing.tasks.probe import completed, config_key
 
@@ -19,10 +19,10 @@ def job(root: Path, num: int, layer: int, head: int, C: float, metrics: dict | N
     d = root / str(num)
     (d / ".hydra").mkdir(parents=True)
     (d / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(
-        ["task=probe", f"probe.layer={layer}", f"probe.head={head}", f"probe.C={C}"]))
+        ["task=probe", f"probe.layer={layer}", f"probe.head={head}", f"probe.linear.C={C}"]))
     (d / ".hydra" / "config.yaml").write_text(yaml.safe_dump({
         "task": {"name": "probe"}, "model": {"name": "minilm"}, "data": {"name": "ud_ewt"},
-        "probe": {"kind": "relation", "layer": layer, "head": head, "C": C}}))
+        "probe": {"kind": "relation", "layer": layer, "head": head, "linear": {"C": C}}}))
     if metrics is not None:
         (d / "metrics.json").write_text(json.dumps(metrics))
     (d / "probing.log").write_text(log)
@@ -55,7 +55,7 @@ def test_collect_merges_jobs_lists_failures_and_draws_heatmaps(tmp_path, capsys)
     df = pd.read_parquet(tmp_path / "out" / "sweep.parquet")
     # flags, names and timings are not metrics
     assert sorted(df["metric"].unique()) == ["accuracy", "selectivity"]
-    assert len(df) == 12 and set(df.columns) >= {"job", "layer", "head", "probe.C", "metric", "value"}
+    assert len(df) == 12 and set(df.columns) >= {"job", "layer", "head", "probe.linear.C", "metric", "value"}
     row = df[(df.layer == 1) & (df["head"] == 2) & (df.metric == "accuracy")]
     assert row["value"].item() == 0.1 + 0.02
     failed = pd.read_csv(tmp_path / "out" / "failed_jobs.csv")
@@ -68,7 +68,7 @@ def test_collect_merges_jobs_lists_failures_and_draws_heatmaps(tmp_path, capsys)
 
 
 def test_completed_needs_the_same_config_key(tmp_path):
-    cfg = OmegaConf.structured(RunConfig(probe=ProbeConfig()))
+    cfg = OmegaConf.structured(RunConfig(probe=ProbeConfig(linear=LinearFit())))
 
     def config_key_of(c):
         return config_key(c.model, c.data, c.extract, c.probe, c.seed)
@@ -78,8 +78,8 @@ def test_completed_needs_the_same_config_key(tmp_path):
     (tmp_path / "metrics.json").write_text(json.dumps({"task": "probe", "accuracy": 0.5, "config_key": key,
                                                         "seconds": 3.0}))
     assert completed(tmp_path, key) == {"accuracy": 0.5, "config_key": key}
-    cfg.probe.C = 0.5
+    cfg.probe.linear.C = 0.5
     assert config_key_of(cfg) != key and completed(tmp_path, config_key_of(cfg)) is None
-    cfg.probe.C = 1.0
+    cfg.probe.linear.C = 1.0
     cfg.extract.batch_size = 7  # does not change the maps, so not the results either
     assert config_key_of(cfg) == key

@@ -145,10 +145,11 @@ def run_arc(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, se
         raise ValueError("no dependents to probe in the train or eval sentences")
     names = (pair_feature_names(sel, pcfg.feature_set, list(pcfg.neighbour_offsets))
              + root_feature_names(sel, pcfg.feature_set))
-    probes = [ArcProbe(C=pcfg.C, max_iter=pcfg.max_iter, tol=pcfg.tol)]
+    fit = pcfg.linear
+    probes = [ArcProbe(C=fit.C, max_iter=fit.max_iter, tol=fit.tol)]
     golds = [local_index(dtr.pos, dtr.head)]
     if pcfg.control:
-        probes.append(ArcProbe(C=pcfg.C, max_iter=pcfg.max_iter, tol=pcfg.tol))
+        probes.append(ArcProbe(C=fit.C, max_iter=fit.max_iter, tol=fit.tol))
         golds.append(local_index(dtr.pos, control_heads(dtr.word, dtr.pos, dtr.n, seed)))
     fit_probes(probes, tr, golds, names=("task", "control")[:len(probes)])
     probe = probes[0]
