@@ -35,9 +35,10 @@ from probing.corpus import Sentence, load_corpus, seed_sentences
 from probing.encoder import load_encoder, model_label
 from probing.errors import ProbingError
 from probing.extract import extract_in_memory
+from probing.figures.inspect import png_grid
 from probing.heads.choices import choices_table, format_choices, head_choices, position_labels, top_heads
 from probing.io import atomic_write_text
-from probing.report import inspector as views
+from probing.report import inspect as views
 from probing.schema import INSPECT
 from probing.tasks.base import RunOutput, TaskResult
 
@@ -146,7 +147,7 @@ def _view(k: int, sentence: Sentence, maps: dict, measure: Measure, prefix: int,
     mv = views.MeasureView(name, maps[measure], ch, not measure.per_head, None)
     if png:
         stem = f"inspect_{k}" if measure is Measure.attention else f"inspect_{k}_{name}"
-        mv = replace(mv, png=views.png_grid(mv, prefix, sentence.words, out_dir / f"{stem}.png",
+        mv = replace(mv, png=png_grid(mv, prefix, sentence.words, out_dir / f"{stem}.png",
                                             f"{model}: {' '.join(sentence.words)}"))
     return mv
 

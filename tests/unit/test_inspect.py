@@ -130,7 +130,8 @@ def test_inspector_views_show_every_measure(tmp_path):
     """A per-head and a per-layer measure beside the weights: a PNG each (a panel a layer for the per-layer
     one), and one page section per measure, each named."""
     from probing.corpus import Sentence
-    from probing.report import inspector as views
+    from probing.figures.inspect import png_grid
+    from probing.report import inspect as views
 
     s = Sentence("s", ("a", "b", "c"), (1, -1, 1), ("det", "root", "obj"))
     labels = ["[CLS]", "a", "b", "c", "[SEP]"]
@@ -140,7 +141,7 @@ def test_inspector_views_show_every_measure(tmp_path):
     shown = []
     for name, m, per_layer in (("attention", maps, False), ("norm", norm, False), ("alti", layer, True)):
         mv = views.MeasureView(name, m, head_choices(m, 1, 3, s.heads), per_layer, None)
-        png = views.png_grid(mv, 1, s.words, tmp_path / f"{name}.png", "t")
+        png = png_grid(mv, 1, s.words, tmp_path / f"{name}.png", "t")
         assert png.read_bytes()[:4] == b"\x89PNG"
         shown.append(views.MeasureView(name, m, mv.choices, per_layer, png))
     assert shown[0].vmax == 1.0 and shown[1].vmax == pytest.approx(float(norm.max()))
