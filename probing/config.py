@@ -1,6 +1,6 @@
 """Typed schemas for every config group, registered in Hydra's ConfigStore.
 
-``conf/config.yaml`` puts ``run_schema`` first in its defaults list, so every YAML file and every
+``conf/config.yaml`` puts ``run_config`` first in its defaults list, so every YAML file and every
 command-line override is checked against these dataclasses: an unknown key or a value of the wrong
 type fails at start-up, naming the key.
 """
@@ -537,4 +537,4 @@ def unknown_keys(cfg: Any, schema: type = None) -> list[tuple[str, list[str]]]:
 def register_configs() -> None:
     """Register the schema so ``conf/config.yaml`` can validate against it."""
     cs = ConfigStore.instance()
-    cs.store(name="run_schema", node=RunConfig)
+    cs.store(name="run_config", node=RunConfig)
