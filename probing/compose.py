@@ -313,7 +313,7 @@ def help_text() -> str:
     """``probing --help``, generated from the schema and ``conf/`` so it cannot drift from them."""
     from probing.config import TASK_SUMMARY
 
-    lines = ["probing: what do the attention heads of transformer encoders do?", "",
+    lines = ["probing: what do the attention heads of transformer models do?", "",
              "Usage: probing [KEY=VALUE ...]   (one run)      probing -m [KEY=V1,V2 ...]   (a sweep)", "",
              "Tasks (task=NAME):"]
     for t in TaskName:
