@@ -159,6 +159,42 @@ def collect_main(argv: Optional[Sequence[str]] = None) -> None:
         print(f"wandb ({args.wandb}): {run_dir}" if run_dir else "wandb: not logged (see the warning above)")
 
 
+def cache_main(argv: Optional[Sequence[str]] = None) -> None:
+    """``probing-cache [list | remove KEY... | prune --days N] [--dir CACHE]``: see and prune the store cache."""
+    import time
+
+    from probing.store.cache import remove, scan, select
+
+    ap = argparse.ArgumentParser(prog="probing-cache", description="List the stores of the cache (model, corpus, "
+                                 "what they hold, sentences, size, last use) and remove them by key or by age.")
+    ap.add_argument("action", choices=["list", "remove", "prune"], nargs="?", default="list")
+    ap.add_argument("keys", nargs="*", help="remove: store keys or directory names (probing-cache list shows them)")
+    ap.add_argument("--days", type=float, default=None, help="prune: stores unused for more than this many days")
+    ap.add_argument("--dir", type=Path, default=Path(os.environ.get("PROBING_CACHE_DIR", "results/cache")))
+    args = ap.parse_args(argv)
+    stores = scan(args.dir)
+    if args.action == "list":
+        total = sum(s.bytes for s in stores)
+        print(f"{args.dir}: {len(stores)} stores, {total / 2**20:.1f} MiB")
+        for s in stores:
+            used = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.last_used))
+            print(f"  {s.key or '(incomplete)':16s} {s.model:20s} {s.corpus} {s.split:6s} {s.what:22s} "
+                  f"{s.sentences:7d} sentences {s.bytes / 2**20:9.1f} MiB  used {used}  {s.dir.name}")
+        return
+    if args.action == "prune" and args.days is None:
+        print("error: probing-cache prune needs --days N (stores unused for more than N days)", file=sys.stderr)
+        sys.exit(2)
+    try:
+        chosen = select(stores, args.keys, args.days)
+        for s in chosen:
+            remove(s)
+            print(f"removed {s.dir} ({s.bytes / 2**20:.1f} MiB)")
+    except ProbingError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)
+    print(f"{len(chosen)} stores removed")
+
+
 def report_main(argv: Optional[Sequence[str]] = None) -> None:
     """``probing-report DIR [DIR...] [--out FILE]``: one self-contained HTML dashboard of runs and sweeps."""
     from probing.report.dashboard import default_out, write_dashboard

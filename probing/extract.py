@@ -35,6 +35,7 @@ from probing.mixing import capture, compute, heads_of, needs
 from probing.mixing.families import LayoutError, family_of
 from probing.paths import absolute
 from probing.store import FORMAT_VERSION, ArrayLayout, ArrayStore, AttentionStore, VectorStore, write_manifest
+from probing.store.cache import touch
 from probing.store.shards import MANIFEST, ShardScan, ShardWriter, complete_shards, discard_shards
 
 log = logging.getLogger(__name__)
@@ -190,6 +191,9 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
         if store is not None:
             stores[t.measure] = store
     first = stored(reads) if reads is not None else targets[0].measure
+    for t in targets:
+        if t.measure in stores:
+            touch(t.directory)  # its last use, for probing-cache
     if len(stores) == len(targets):
         return ExtractReport(stores[first], reused=True, stores=stores)
     missing = [t for t in targets if t.measure not in stores]
