@@ -235,12 +235,12 @@ def compose_run(overrides: Sequence[str] = ()) -> DictConfig:
 
 def run_dir(cfg: Any) -> Path:
     """A new run dir for ``cfg``, named as the command line names one (``conf/config.yaml``'s hydra.run.dir):
-    ``$PROBING_RESULTS_DIR/<experiment_name>/<time to the microsecond>``."""
+    ``$PROBING_RESULTS_DIR/<experiment_name>/<task>/<time to the microsecond>``."""
     import os
     from datetime import datetime
 
     root = Path(os.environ.get("PROBING_RESULTS_DIR", "results"))
-    return root / str(cfg.experiment_name) / datetime.now().strftime("%Y-%m-%d_%H-%M-%S_%f")
+    return root / str(cfg.experiment_name) / str(cfg.task.name) / datetime.now().strftime("%Y-%m-%d_%H-%M-%S_%f")
 
 
 def check_composed(cfg: Any) -> None:

@@ -25,7 +25,7 @@ def test_the_api_runs_what_the_command_line_runs(tmp_path, monkeypatch):
     monkeypatch.setenv("PROBING_RESULTS_DIR", str(tmp_path / "results"))
     monkeypatch.setenv("PROBING_CACHE_DIR", str(tmp_path / "cache"))
     run = probing.run(OVERRIDES)
-    assert run.finished and run.dir.parent == tmp_path / "results" / "default"
+    assert run.finished and run.dir.parent == tmp_path / "results" / "default" / "heads"
     cli = tmp_path / "cli"
     got = subprocess.run([sys.executable, "-m", "probing.cli", *OVERRIDES, f"hydra.run.dir={cli}"], cwd=ROOT,
                          env={**os.environ}, capture_output=True, text=True, timeout=600)

@@ -131,7 +131,7 @@ def test_runs_started_together_get_their_own_run_dirs_and_never_share_one(tmp_pa
     procs = [subprocess.Popen(args + [f"data.grammar_seed={k}"], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for k in range(2)]
     assert [p.wait(timeout=600) for p in procs] == [0, 0]
-    runs = sorted((tmp_path / "results" / "default").iterdir())
+    runs = sorted((tmp_path / "results" / "default" / "extract").iterdir())
     assert len(runs) == 2  # microseconds in the name: two runs in the same second still differ
     seeds = sorted(json.loads((r / "run_meta.json").read_text())["config"]["data"]["grammar_seed"] for r in runs)
     assert seeds == [0, 1] and all((r / "metrics.json").is_file() for r in runs)
