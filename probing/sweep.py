@@ -146,4 +146,11 @@ def write_collection(sweep_dir: Path, out_dir: Optional[Path] = None) -> dict[st
     figs = sweep_heatmaps(table, _faceted_by(table, swept), out_dir / "figures")
     n_jobs = table["job"].nunique() + len(failed)
     return {"jobs": n_jobs, "complete": int(table["job"].nunique()), "failed": failed["job"].tolist(),
-            "rows": len(table), "swept": swept, "figures": [str(p) for p in figs], "out": str(out_dir)}
+            "rows": len(table), "swept": _varying(table, swept), "figures": [str(p) for p in figs],
+            "out": str(out_dir)}
+
+
+def _varying(table: pd.DataFrame, keys: list[str]) -> list[str]:
+    """The override keys whose values differ between the collected jobs (a key every job was given the same
+    value, such as task=probe, was not swept)."""
+    return [k for k in keys if _AXES.get(k, k) in table.columns and table[_AXES.get(k, k)].nunique(dropna=False) > 1]

@@ -52,6 +52,7 @@ def test_collect_merges_jobs_lists_failures_and_draws_heatmaps(tmp_path, capsys)
     job(sweep, k, 2, 0, 1.0, None, log="[x][probing][ERROR] error: probe=relation: no arcs to probe\n")
     s = write_collection(sweep, tmp_path / "out")
     assert s["jobs"] == 7 and s["complete"] == 6 and s["failed"] == ["6"]
+    assert s["swept"] == ["probe.head", "probe.layer"]  # task=probe and probe.linear.C were the same everywhere
     df = pd.read_parquet(tmp_path / "out" / "sweep.parquet")
     # flags, names and timings are not metrics
     assert sorted(df["metric"].unique()) == ["accuracy", "selectivity"]
