@@ -379,6 +379,10 @@ class ProbeConfig(SplitSettings):
     dev_split: Optional[str] = None
     regimen: Optional[Regimen] = None
     best_offset_max: int = 5  # arc probe baseline: offsets -k..k tried on train
+    # the probe is fitted with seeds seed, seed+1, ... (subsample, control labels, negatives, initialisation):
+    # probe_scores and metrics.json give the mean with an interval across them (Student's t at level ci)
+    seeds: int = 3
+    ci: float = 0.95
     skip_complete: bool = True  # a job whose run dir holds finished results for this config returns them
 
 

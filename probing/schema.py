@@ -63,7 +63,8 @@ TREES = _t("trees", RUN_KEYS + ("method", "direction", LAYER, HEAD), ("uas", "uu
            "spanning trees decoded from single heads, beside branching baselines")
 PROBE_IDENT = ("model", "corpus", "train_split", "eval_split", "features", "measure", "probe", LAYER, HEAD,
                "head_set")
-PROBE_SCORES = _t("probe_scores", PROBE_IDENT + ("metric",), ("value",), "a probe run's headline numbers, long")
+PROBE_SCORES = _t("probe_scores", PROBE_IDENT + ("metric",), ("value", "sd", "ci_low", "ci_high", "n_seeds"),
+                  "a probe run's headline numbers, long: the mean over its seeds, their sd and a t interval")
 RELATION_F1 = _t("relation_f1", PROBE_IDENT + ("relation", "probe"), ("support", "precision", "recall", "f1"),
                  "relation probe: per-relation scores")
 CONFUSION = _t("confusion", PROBE_IDENT + ("gold", "predicted"), ("count",), "relation probe: confusion counts")

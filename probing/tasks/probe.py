@@ -14,6 +14,7 @@ import logging
 from pathlib import Path
 from typing import Callable, Optional
 
+import numpy as np
 import pandas as pd
 
 from probing import schema
@@ -49,7 +50,7 @@ from probing.tasks.store_summary import describe_store, store_use
 log = logging.getLogger(__name__)
 
 # Bump when a change to the probe code changes its numbers: older results then no longer count as complete.
-PROBE_FORMAT = 5
+PROBE_FORMAT = 6
 # Extraction settings that never change the maps read (left out of the config key; ``measures`` only says which
 # other stores are built beside ``probe.measure``'s, which is in the key).
 _VOLATILE_EXTRACT = ("batch_size", "max_batch_tokens", "progress", "cache_dir", "shard_mb", "verify", "measures",
@@ -147,10 +148,35 @@ def head_set(layer: Optional[int], head: Optional[int]) -> str:
     return f"L{layer}H{head}"
 
 
-def scores_table(metrics: dict, ident: dict) -> pd.DataFrame:
-    """Tidy headline numbers: one row per metric, with the run's identity columns."""
-    rows = [{**ident, "metric": k, "value": float(v)} for k, v in metrics.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)]
+def across_seeds(results: list[ProbeResult], seeds: list[int], ci: float) -> tuple[ProbeResult, dict]:
+    """The first seed's result with every number that all seeds report replaced by their mean, and the spread:
+    each number's values per seed, sd and Student's t interval of the mean (None with one seed)."""
+    from scipy import stats
+
+    first = results[0]
+    keys = [k for k, v in first.metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)
+            and all(isinstance(r.metrics.get(k), (int, float)) for r in results)]
+    values = {k: [float(r.metrics[k]) for r in results] for k in keys}
+    n = len(results)
+    spread: dict = {"seeds": seeds, "values": values, "sd": {}, "ci": {}, "level": ci}
+    for k, v in values.items():
+        a = np.asarray(v)
+        if n > 1 and np.isfinite(a).all():
+            sd = float(a.std(ddof=1))
+            half = float(stats.t.ppf(0.5 + ci / 2, n - 1) * sd / np.sqrt(n))
+            spread["sd"][k], spread["ci"][k] = sd, [float(a.mean()) - half, float(a.mean()) + half]
+    metrics = {**first.metrics, **{k: float(np.mean(v)) for k, v in values.items()}}
+    return ProbeResult(metrics, first.tables), spread
+
+
+def scores_table(metrics: dict, ident: dict, spread: Optional[dict] = None) -> pd.DataFrame:
+    """Tidy headline numbers: one row per metric (the mean over seeds), with the run's identity columns, the
+    seeds' sd and the t interval of the mean."""
+    spread = spread or {"sd": {}, "ci": {}, "seeds": [None]}
+    rows = [{**ident, "metric": k, "value": float(v), "sd": spread["sd"].get(k, np.nan),
+             "ci_low": spread["ci"].get(k, [np.nan, np.nan])[0], "ci_high": spread["ci"].get(k, [np.nan, np.nan])[1],
+             "n_seeds": len(spread["seeds"])}
+            for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
     df = pd.DataFrame(rows)
     for col in ("layer", "head"):
         df[col] = pd.array(df[col], dtype="Int64")
@@ -187,16 +213,22 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
     with timer("stores", f"the {reads} stores of the train and eval sides"):
         train, ev, note = load_splits(data, probe, extract, stores)
         dev = load_dev_split(data, probe, extract, stores, ev) if kind in STRUCTURAL else None
-    train = subsample_sentences(train, probe.max_train_sentences, seed)
-    store = train.store
+    if probe.seeds < 1 or not 0 < probe.ci < 1:
+        raise ProbingError(f"probe.seeds must be >= 1 and probe.ci in (0, 1); got {probe.seeds}, {probe.ci}")
+    whole, store = train, train.store
+    seeds = [seed + k for k in range(probe.seeds)]
     try:
         sel = (vector_selection(store, probe.layer, probe.head) if isinstance(store, VectorStore)
                else select_heads(store.num_layers, store.num_heads, probe.layer, probe.head))
         extra = {"dev": dev} if kind in STRUCTURAL else {}
-        with timer("probe", f"probe={kind} on {len(train.indices)} training sentences"):
-            result = RUNNERS[kind](probe, train, ev, sel, seed, **extra)
+        results = []
+        for s in seeds:
+            train = subsample_sentences(whole, probe.max_train_sentences, s)
+            with timer(f"probe_seed{s}", f"probe={kind} on {len(train.indices)} training sentences, seed {s}"):
+                results.append(RUNNERS[kind](probe, train, ev, sel, s, **extra))
     except ValueError as e:
         raise ProbingError(f"probe={kind}: {e}") from e
+    result, spread = across_seeds(results, seeds, probe.ci)
     # features: what the probe read (attention maps, hidden or heads vectors); measure: the maps' measure
     ident = {"model": model_label(model), "corpus": train.corpus.name, "train_split": train.name,
              "eval_split": ev.name, "features": features.value,
@@ -205,9 +237,9 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
              "head": probe.head, "head_set": head_set(probe.layer, probe.head)}
     metrics = {**ident, "n_heads": len(sel), "split_note": note, "train_sentences": int(len(train.indices)),
                "eval_sentences": int(len(ev.indices)), "exclude_punct": probe.exclude_punct,
-               "feature_set": str(probe.feature_set), **result.metrics, "config_key": key,
+               "feature_set": str(probe.feature_set), **result.metrics, "seeds": spread, "config_key": key,
                "reused_results": False, **timer.metrics()}
-    tables = {schema.PROBE_SCORES.name: scores_table(result.metrics, ident)}
+    tables = {schema.PROBE_SCORES.name: scores_table(result.metrics, ident, spread)}
     for name, df in result.tables.items():
         tables[name] = df.assign(**{k: v for k, v in ident.items() if k not in df.columns})
     for name, df in tables.items():
@@ -216,8 +248,10 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
             df[schema.HEAD] = pd.array(df[schema.HEAD], dtype="Int64")
         out.table(name, df)
     # the console's headline, printed last: every score of the probe (uuas/dspr, accuracy/selectivity, bits)
-    headline = f"probe={kind} features={features} head_set={ident['head_set']} ({ev.name}): " + ", ".join(
-        f"{k}={v:.4f}" for k, v in result.metrics.items() if isinstance(v, float))
+    sd = spread["sd"]
+    headline = (f"probe={kind} features={features} head_set={ident['head_set']} ({ev.name}; mean of {len(seeds)} "
+                "seeds, ± sd): " + ", ".join(f"{k}={v:.4f}" + (f" ± {sd[k]:.4f}" if k in sd else "")
+                                              for k, v in result.metrics.items() if isinstance(v, float)))
     return out.result(metrics, stores.used, console=headline)
 
 

@@ -34,6 +34,7 @@ def _inputs(tiny_model_dir, tmp_path):
 
 def _run(tiny_model_dir, tmp_path, name, **kw):
     model, data, ext = _inputs(tiny_model_dir, tmp_path)
+    kw.setdefault("seeds", 1)  # one fit: the direct call below is compared with it number for number
     p = ProbeConfig(kind=ProbeKind.relation, linear=LinearFit(max_iter=200), **kw)
     return probe_task.run(model, data, ext, p, 0, RunOutput(tmp_path / name, Recorder()))
 
@@ -84,3 +85,19 @@ def test_config_key_has_the_measure_read_not_the_other_stores_built():
     assert key() == base
     c.probe.measure = Measure.norm
     assert key() != base
+
+
+def test_a_probe_is_fitted_with_several_seeds_and_reports_their_interval(tiny_model_dir, tmp_path):
+    first = _run(tiny_model_dir, tmp_path, "s3", seeds=3).metrics
+    spread = first["seeds"]
+    assert spread["seeds"] == [0, 1, 2] and spread["level"] == 0.95
+    control = spread["values"]["control_accuracy"]
+    assert len(set(control)) > 1  # each seed is another control function (and another fit)
+    assert first["control_accuracy"] == pytest.approx(sum(control) / 3)
+    lo, hi = spread["ci"]["control_accuracy"]
+    assert lo < first["control_accuracy"] < hi
+    table = read_table(tmp_path / "s3", "probe_scores").set_index("metric")
+    assert table.loc["control_accuracy", "n_seeds"] == 3
+    assert table.loc["control_accuracy", "ci_low"] == pytest.approx(lo)
+    again = _run(tiny_model_dir, tmp_path, "s3again", seeds=3).metrics
+    assert again["seeds"]["values"] == spread["values"]  # the same seeds repeat the numbers
