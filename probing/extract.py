@@ -181,37 +181,15 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
     for measure in measures:
         key, inputs = store_key(identity, corpus, cfg, measure)
         targets.append(_Target(measure, key, inputs, store_dir(model_name, corpus, cfg, key, measure)))
-    stores: dict[Stored, ArrayStore] = {}
-    for t in targets:
-        t.directory.mkdir(parents=True, exist_ok=True)
-        try:
-            store = _whole_store(t.directory, cfg.verify, t.measure)
-        except StoreError:
-            continue  # damaged: repaired under the lock below
-        if store is not None:
-            stores[t.measure] = store
+    stores = _complete_stores(targets, cfg.verify)
     first = stored(reads) if reads is not None else targets[0].measure
-    for t in targets:
-        if t.measure in stores:
-            touch(t.directory)  # its last use, for probing-cache
     if len(stores) == len(targets):
         return ExtractReport(stores[first], reused=True, stores=stores)
     missing = [t for t in targets if t.measure not in stores]
     with ExitStack() as locks:
         for t in sorted(missing, key=lambda t: str(t.directory)):  # one order everywhere: no deadlock
             locks.enter_context(FileLock(str(t.directory) + ".lock"))
-        todo = []
-        for t in missing:
-            try:  # another process may have finished (or repaired) it while we waited
-                store = _whole_store(t.directory, cfg.verify, t.measure)
-            except StoreError as e:
-                log.warning("%s\nre-extracting what is damaged (the rest is kept)", e)
-                discard_shards(t.directory, e.damaged)
-                store = None
-            if store is None:
-                todo.append(t)
-            else:
-                stores[t.measure] = store
+        todo = _still_missing(missing, cfg.verify, stores)  # another process may have built them meanwhile
         if not todo:
             return ExtractReport(stores[first], reused=True, stores=stores)
         if not isinstance(encoder, Encoder):
@@ -225,6 +203,39 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
     report.stores = {t.measure: stores[t.measure] for t in targets}
     report.store = stores[first]
     return report
+
+
+def _complete_stores(targets: Sequence[_Target], verify: bool) -> dict[Stored, ArrayStore]:
+    """The targets' stores that are complete now (a damaged one is left for the locked pass to repair), each
+    recorded as used (its last use, for probing-cache)."""
+    stores: dict[Stored, ArrayStore] = {}
+    for t in targets:
+        t.directory.mkdir(parents=True, exist_ok=True)
+        try:
+            store = _whole_store(t.directory, verify, t.measure)
+        except StoreError:
+            continue
+        if store is not None:
+            stores[t.measure] = store
+            touch(t.directory)
+    return stores
+
+
+def _still_missing(missing: Sequence[_Target], verify: bool, stores: dict[Stored, ArrayStore]) -> list[_Target]:
+    """Under the locks: the targets still to build (damaged shards discarded first); the rest go to ``stores``."""
+    todo = []
+    for t in missing:
+        try:
+            store = _whole_store(t.directory, verify, t.measure)
+        except StoreError as e:
+            log.warning("%s\nre-extracting what is damaged (the rest is kept)", e)
+            discard_shards(t.directory, e.damaged)
+            store = None
+        if store is None:
+            todo.append(t)
+        else:
+            stores[t.measure] = store
+    return todo
 
 
 def _remove_empty(directories: Sequence[Path]) -> None:

@@ -23,7 +23,7 @@ from probing.results import read_table  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-# The relations the issue asks for, in the order of the README table.
+# The relations of the README table, in its order.
 FOCUS = ["det", "nsubj", "obj", "amod", "case", "advmod", "aux", "compound", "nmod:poss", "mark"]
 
 

@@ -1,4 +1,4 @@
-"""Faithfulness of each context-mixing measure to MiniLM's sentence embedding on EWT dev (issue 9, question 3).
+"""Faithfulness of each context-mixing measure to MiniLM's sentence embedding on EWT dev.
 
 For every sentence: each measure's **token importance** of word w is the mean over the rows of its last-layer
 word-level map of column w (rows: every position, [CLS] and [SEP] included, as the embedding pools them);

@@ -183,13 +183,8 @@ def scores_table(metrics: dict, ident: dict, spread: Optional[dict] = None) -> p
     return df
 
 
-def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: ProbeConfig, seed: int,
-        out: RunOutput) -> TaskResult:
-    """Run the probe ``probe`` and write its tables through ``out``; a run dir that already holds finished
-    results for this config returns them (``probe.skip_complete``)."""
-    kind, measure = ProbeKind(probe.kind), Measure(probe.measure)
-    features = Features(probe.features)
-    reads: Stored = measure if features is Features.attention else Representation(features.value)
+def _check(probe: ProbeConfig, kind: ProbeKind, measure: Measure, features: Features) -> None:
+    """The combinations of probe settings that cannot run, each one line, before any store is built."""
     if features is not Features.attention and kind is ProbeKind.arc:
         raise ProbingError(f"probe=arc reads attention maps: probe.features={features} works with probe=relation "
                            "or probe=edge")
@@ -202,6 +197,37 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
     if getattr(probe, need) is None:
         raise ProbingError(f"probe={kind} is fitted by probe.{need}, which this config lacks (the probe group "
                            f"composes it: probe={kind})")
+    if probe.seeds < 1 or not 0 < probe.ci < 1:
+        raise ProbingError(f"probe.seeds must be >= 1 and probe.ci in (0, 1); got {probe.seeds}, {probe.ci}")
+
+
+def _fit_seeds(probe: ProbeConfig, kind: ProbeKind, whole: ProbeSplit, ev: ProbeSplit, dev: Optional[ProbeSplit],
+               seeds: list[int], timer: StageTimer) -> tuple[HeadSelection, ProbeSplit, list[ProbeResult]]:
+    """The heads or vectors read, the first seed's training side, and one fit per seed (each on its own
+    subsample of the training sentences); a setting the data cannot serve is one line."""
+    store = whole.store
+    try:
+        sel = (vector_selection(store, probe.layer, probe.head) if isinstance(store, VectorStore)
+               else select_heads(store.num_layers, store.num_heads, probe.layer, probe.head))
+        extra = {"dev": dev} if kind in STRUCTURAL else {}
+        results, sides = [], []
+        for s in seeds:
+            train = subsample_sentences(whole, probe.max_train_sentences, s)
+            sides.append(train)
+            with timer(f"probe_seed{s}", f"probe={kind} on {len(train.indices)} training sentences, seed {s}"):
+                results.append(RUNNERS[kind](probe, train, ev, sel, s, **extra))
+    except ValueError as e:
+        raise ProbingError(f"probe={kind}: {e}") from e
+    return sel, sides[0], results
+
+
+def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: ProbeConfig, seed: int,
+        out: RunOutput) -> TaskResult:
+    """Run the probe ``probe`` and write its tables through ``out``; a run dir that already holds finished
+    results for this config returns them (``probe.skip_complete``)."""
+    kind, measure, features = ProbeKind(probe.kind), Measure(probe.measure), Features(probe.features)
+    _check(probe, kind, measure, features)
+    reads: Stored = measure if features is Features.attention else Representation(features.value)
     key = config_key(model, data, extract, probe, seed)
     if probe.skip_complete:
         done = completed(out.dir, key)
@@ -213,21 +239,8 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
     with timer("stores", f"the {reads} stores of the train and eval sides"):
         train, ev, note = load_splits(data, probe, extract, stores)
         dev = load_dev_split(data, probe, extract, stores, ev) if kind in STRUCTURAL else None
-    if probe.seeds < 1 or not 0 < probe.ci < 1:
-        raise ProbingError(f"probe.seeds must be >= 1 and probe.ci in (0, 1); got {probe.seeds}, {probe.ci}")
-    whole, store = train, train.store
     seeds = [seed + k for k in range(probe.seeds)]
-    try:
-        sel = (vector_selection(store, probe.layer, probe.head) if isinstance(store, VectorStore)
-               else select_heads(store.num_layers, store.num_heads, probe.layer, probe.head))
-        extra = {"dev": dev} if kind in STRUCTURAL else {}
-        results = []
-        for s in seeds:
-            train = subsample_sentences(whole, probe.max_train_sentences, s)
-            with timer(f"probe_seed{s}", f"probe={kind} on {len(train.indices)} training sentences, seed {s}"):
-                results.append(RUNNERS[kind](probe, train, ev, sel, s, **extra))
-    except ValueError as e:
-        raise ProbingError(f"probe={kind}: {e}") from e
+    sel, train, results = _fit_seeds(probe, kind, train, ev, dev, seeds, timer)
     result, spread = across_seeds(results, seeds, probe.ci)
     # features: what the probe read (attention maps, hidden or heads vectors); measure: the maps' measure
     ident = {"model": model_label(model), "corpus": train.corpus.name, "train_split": train.name,
