@@ -26,6 +26,7 @@ from probing.mixing.families import (
     Wiring,
     block_parts,
     distinct,
+    family_of,
     projection_bias,
     projection_weight,
 )
@@ -225,7 +226,7 @@ def capture(model: nn.Module, need: str = "block") -> Iterator[Capture]:
     ``norm``: also the value projections' outputs; ``block``: also every attention module's input x and
     weights α and the first norm's input), removed on exit. Run the model's forward pass (with eager attention)
     inside the block; each hook files its tensor under the layer it was called for (:class:`CallOrder`)."""
-    if need == "norm" and block_parts(model)[0].family.wiring is Wiring.post_ln:
+    if need == "norm" and family_of(model)[0].wiring is Wiring.post_ln:
         need = "block"  # the block's shared decomposition gives norm_layer as it gives ALTI and GlobEnc
     cap = Capture(layer_parts(model, need))
     n = len(cap.parts)
