@@ -352,10 +352,11 @@ class HeadsConfig(BootstrapSettings):
 
 
 @dataclass
-class ProbeConfig(SplitSettings):
+class ProbeConfig(SplitSettings, BootstrapSettings):
     """Probes on attention features or word vectors, with control tasks (Hewitt and Liang 2019). The probe
     group (``conf/probe/``) composes how its kind is fitted: ``linear`` for relation, edge and arc probes,
-    ``regimen`` for the structural ones; the other is None."""
+    ``regimen`` for the structural ones; the other is None. ``ci`` is the level of the interval across seeds
+    and, for the structural probes, of the bootstrap over eval sentences (``bootstrap`` resamples)."""
 
     kind: ProbeKind = ProbeKind.relation
     measure: Measure = Measure.attention  # the stores read (built too if extract.measures lacks it)
@@ -382,7 +383,6 @@ class ProbeConfig(SplitSettings):
     # the probe is fitted with seeds seed, seed+1, ... (subsample, control labels, negatives, initialisation):
     # probe_scores and metrics.json give the mean with an interval across them (Student's t at level ci)
     seeds: int = 3
-    ci: float = 0.95
     skip_complete: bool = True  # a job whose run dir holds finished results for this config returns them
 
 

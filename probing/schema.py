@@ -63,8 +63,10 @@ TREES = _t("trees", RUN_KEYS + ("method", "direction", LAYER, HEAD), ("uas", "uu
            "spanning trees decoded from single heads, beside branching baselines")
 PROBE_IDENT = ("model", "corpus", "train_split", "eval_split", "features", "measure", "probe", LAYER, HEAD,
                "head_set")
-PROBE_SCORES = _t("probe_scores", PROBE_IDENT + ("metric",), ("value", "sd", "ci_low", "ci_high", "n_seeds"),
-                  "a probe run's headline numbers, long: the mean over its seeds, their sd and a t interval")
+PROBE_SCORES = _t("probe_scores", PROBE_IDENT + ("metric",),
+                  ("value", "sd", "ci_low", "ci_high", "n_seeds", "sentences_ci_low", "sentences_ci_high"),
+                  "a probe run's headline numbers, long: the mean over its seeds, their sd and a t interval; "
+                  "sentences_ci_*: a bootstrap interval of that mean over eval sentences (structural probes)")
 RELATION_F1 = _t("relation_f1", PROBE_IDENT + ("relation", "probe"), ("support", "precision", "recall", "f1"),
                  "relation probe: per-relation scores")
 CONFUSION = _t("confusion", PROBE_IDENT + ("gold", "predicted"), ("count",), "relation probe: confusion counts")
@@ -88,11 +90,12 @@ IMPORTANCE = _t("importance", IMPORTANCE_KEYS + ("method", "metric", "relation",
 PRUNING = _t("pruning", IMPORTANCE_KEYS + ("order", "seed", "fraction_removed", "relation"), ("heads_removed", "score"),
              "task=importance: the readout's score as heads are removed in gradient, attention or random order")
 IMPORTANCE_LINK = _t("importance_link", IMPORTANCE_KEYS + ("relation", "direction"),
-                     ("n_heads", "rho", "ci_low", "ci_high", "ci_resampled"),
+                     ("n_heads", "rho", "ci_low", "ci_high", "ci_resampled", "p", "p_adjusted", "positive"),
                      "task=importance: Spearman over heads between attention accuracy and ablation importance; "
                      "ci_resampled: what the bootstrap over sentences resamples (importance+attention when "
                      "attention accuracy is computed on the same sentences, importance when it comes from "
-                     "importance.heads_run and is held fixed)")
+                     "importance.heads_run and is held fixed); p: one-sided bootstrap p-value of rho > 0, "
+                     "p_adjusted across the table's rows (heads.multiplicity), positive: p_adjusted < heads.alpha")
 SWEEP = _t("sweep", ("job", "task", "probe", "model", "data", "measure", LAYER, HEAD, "metric"), ("value",),
            "probing-collect: one row per job and headline metric")
 FAILED_JOBS = _t("failed_jobs", ("job", "job_dir"), (), "probing-collect: jobs without metrics.json, and why")

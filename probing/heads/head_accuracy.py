@@ -18,10 +18,10 @@ import pandas as pd
 from probing.config import Direction, LabelSet
 from probing.corpus import Corpus
 from probing.corpus.sentence import base_relation
-from probing.heads.bootstrap import percentile_interval, resample_counts
 from probing.heads.scoring import head_correct, offset_correct, pad_gold
 from probing.progress import progress
 from probing.schema import ALL
+from probing.stats.bootstrap import percentile_interval, resample_counts
 from probing.store import AttentionStore
 from probing.store.chunks import iter_chunks, sentence_order
 

@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from probing.config import Direction
-from probing.heads.bootstrap import percentile_interval
 from probing.heads.head_accuracy import RelationCounts
-from probing.heads.multiplicity import bootstrap_p
+from probing.stats.bootstrap import percentile_interval
+from probing.stats.multiplicity import bootstrap_p
 
 
 @dataclass(frozen=True)

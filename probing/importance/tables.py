@@ -17,6 +17,7 @@ from scipy.stats import rankdata
 
 from probing.importance.scores import Sums
 from probing.schema import ALL
+from probing.stats.multiplicity import bootstrap_p
 
 
 def _interval(samples: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
@@ -117,7 +118,8 @@ def link_rows(accuracy: pd.DataFrame, importance: np.ndarray, samples: np.ndarra
     ``accuracy_samples[(relation, direction)] (n, L·H)``: attention accuracy in the same ``n`` resamples of
     the same sentences, paired row by row with ``samples`` (the interval then covers both sides:
     ``ci_resampled`` = ``importance+attention``); without it attention accuracy is held at its full-sample
-    value (``importance``)."""
+    value (``importance``). ``p``: the one-sided bootstrap p-value of rho > 0 from the same resamples
+    (:func:`probing.stats.multiplicity.bootstrap_p`), to be adjusted across the table's relations."""
     rows = []
     for (rel, direction), t in accuracy.groupby(["relation", "direction"], sort=True):
         if rel not in groups or groups.index(rel) not in keep:
@@ -129,10 +131,11 @@ def link_rows(accuracy: pd.DataFrame, importance: np.ndarray, samples: np.ndarra
             continue
         rho = float(_spearman_rows(acc, importance[None, :, g])[0])
         paired = None if accuracy_samples is None else accuracy_samples.get((rel, str(direction)))
-        lo, hi = (_interval(_spearman_rows(acc if paired is None else paired, samples[:, :, g]), ci)
-                  if len(samples) else (np.nan, np.nan))
+        resampled = _spearman_rows(acc if paired is None else paired, samples[:, :, g]) if len(samples) else None
+        lo, hi = _interval(resampled, ci) if resampled is not None else (np.nan, np.nan)
         rows.append({"relation": rel, "direction": str(direction), "n_heads": n_layers * n_heads, "rho": rho,
                      "ci_low": float(lo), "ci_high": float(hi),
-                     "ci_resampled": "importance" if paired is None else "importance+attention"})
+                     "ci_resampled": "importance" if paired is None else "importance+attention",
+                     "p": bootstrap_p(resampled) if resampled is not None else np.nan})
     return pd.DataFrame(rows, columns=["relation", "direction", "n_heads", "rho", "ci_low", "ci_high",
-                                       "ci_resampled"])
+                                       "ci_resampled", "p"])

@@ -31,10 +31,12 @@ class ProbeSplit:
 
 @dataclass
 class ProbeResult:
-    """Headline numbers (plain names, scalars) and tidy tables of one probe run."""
+    """Headline numbers (plain names, scalars) and tidy tables of one probe run; ``terms``: headline metrics
+    as per-sentence terms of the eval sentences (structural probes), for intervals over sentences."""
 
     metrics: dict[str, Any]
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    terms: dict[str, Any] = field(default_factory=dict)
 
 
 def sample_sentences(n: int, limit: int | None, seed: int, key: str) -> np.ndarray:

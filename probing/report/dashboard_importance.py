@@ -276,7 +276,8 @@ def link_table(sources: Sequence[Any]) -> pd.DataFrame:
         for r in link.itertuples(index=False):
             row = {"source": s.label, "relation": r.relation, "direction": r.direction, "n_heads": r.n_heads,
                    "rho": r.rho, "ci_low": r.ci_low, "ci_high": r.ci_high,
-                   "ci_resampled": getattr(r, "ci_resampled", None)}  # what the interval's bootstrap redraws
+                   "ci_resampled": getattr(r, "ci_resampled", None),  # what the interval's bootstrap redraws
+                   "p_adjusted": getattr(r, "p_adjusted", np.nan)}
             if r.relation in top.index:
                 t = top.loc[r.relation]
                 key = (r.relation, r.direction, int(t["layer"]), int(t["head"]))
@@ -284,8 +285,9 @@ def link_table(sources: Sequence[Any]) -> pd.DataFrame:
                             "n": t["n"], "its attention accuracy": acc.get(key, np.nan)})
             rows.append(row)
     df = pd.DataFrame(rows)
-    if "ci_resampled" in df.columns and df["ci_resampled"].isna().all():
-        df = df.drop(columns="ci_resampled")  # runs from before the column: no column of blanks
+    for col in ("ci_resampled", "p_adjusted"):
+        if col in df.columns and df[col].isna().all():
+            df = df.drop(columns=col)  # runs from before the column: no column of blanks
     if "n" not in df.columns:
         return df
     return df.sort_values(["source", "n"], ascending=[True, False], kind="stable").reset_index(drop=True)

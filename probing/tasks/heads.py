@@ -33,12 +33,12 @@ from probing.extract import ensure_store
 from probing.figures import heads as heads_figures
 from probing.heads.distances import distance_table, head_distances, mds_embedding
 from probing.heads.head_accuracy import accuracy_table
-from probing.heads.multiplicity import adjust
 from probing.heads.patterns import attention_patterns, layer_means
 from probing.heads.rows import rows_convention
 from probing.heads.selection import count_part, halves, held_out
 from probing.heads.trees import tree_scores
 from probing.schema import ALL
+from probing.stats.multiplicity import adjust
 from probing.store import AttentionStore
 from probing.tasks.base import RunOutput, StageTimer, TaskResult
 from probing.tasks.store_summary import describe_store, store_use

@@ -39,6 +39,7 @@ from probing.config import (
     LabelSet,
     Measure,
     ModelConfig,
+    Multiplicity,
     ReadoutKind,
     RunConfig,
 )
@@ -48,7 +49,6 @@ from probing.encoder import architectures, load_encoder, model_label
 from probing.errors import ProbingError
 from probing.extract import ensure_store
 from probing.figures import importance as figures
-from probing.heads.bootstrap import resample_counts
 from probing.heads.head_accuracy import RelationCounts, accuracy_table, count_relations
 from probing.importance.gates import head_means
 from probing.importance.inputs import make_batches
@@ -66,6 +66,8 @@ from probing.importance.tables import (
 from probing.paths import absolute
 from probing.probes.data import sample_sentences
 from probing.results import read_table
+from probing.stats.bootstrap import resample_counts
+from probing.stats.multiplicity import adjust
 from probing.tasks.base import SINGLE_SPLIT_KINDS, RunOutput, StageTimer, TaskResult, holdout, one_corpus
 from probing.tasks.store_summary import store_use
 
@@ -148,7 +150,7 @@ def _resampled_accuracy(counts: RelationCounts, directions: list[Direction], lh:
 
 def sentence_weights(n_sentences: int, imp: ImportanceConfig, seed: int) -> np.ndarray:
     """``(n, S)`` float resample counts over the evaluation sentences in corpus order (probing's bootstrap:
-    :func:`probing.heads.bootstrap.resample_counts`, the draws of ``task=heads`` at the same seed)."""
+    :func:`probing.stats.bootstrap.resample_counts`, the draws of ``task=heads`` at the same seed)."""
     return resample_counts(n_sentences, imp.bootstrap, seed).astype(np.float64)
 
 
@@ -292,7 +294,8 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
             out.table(schema.HEADS.name, _with_ident(accuracy, {**ident, "measure": Measure.attention.value},
                                                      schema.HEADS))
         if want_ablation:
-            _link(metrics, out, imp, accuracy, acc_samples, single, drop_samp, groups, keep, p, ident, title)
+            _link(metrics, out, imp, heads, accuracy, acc_samples, single, drop_samp, groups, keep, p, ident,
+                  title)
     if imp.pruning:
         with timer("pruning", "pruning curves"):
             prune = _pruning(imp, seed, p, accuracy, want_gradient, keep, groups)
@@ -320,12 +323,20 @@ def _write_pruning(prune: pd.DataFrame, metrics: dict, out: RunOutput, imp: Impo
         out.figure(figures.pruning_plot(prune, schema.ALL, metric, title, out.dir / "figures" / "pruning_all.png"))
 
 
-def _link(metrics: dict, out: RunOutput, imp: ImportanceConfig, accuracy: pd.DataFrame, acc_samples,
-          single: np.ndarray, drop_samp: np.ndarray, groups, keep, p: _Passes, ident: dict, title: str) -> None:
-    """The importance_link table (Spearman over heads of importance and attention accuracy, per relation), its
-    headline and scatter figures."""
+def _link(metrics: dict, out: RunOutput, imp: ImportanceConfig, h: HeadsConfig, accuracy: pd.DataFrame,
+          acc_samples, single: np.ndarray, drop_samp: np.ndarray, groups, keep, p: _Passes, ident: dict,
+          title: str) -> None:
+    """The importance_link table (Spearman over heads of importance and attention accuracy, per relation and
+    direction, its bootstrap p-value adjusted across the table's rows by ``heads.multiplicity``), its headline
+    and scatter figures."""
     link = link_rows(accuracy, single, drop_samp[:, : p.n_layers * p.n_heads], groups, keep, p.n_layers,
                      p.n_heads, imp.ci, acc_samples)
+    link["p_adjusted"] = adjust(link["p"].to_numpy(float), Multiplicity(h.multiplicity))
+    link["positive"] = (link["p_adjusted"] < h.alpha).astype("boolean").mask(link["p_adjusted"].isna())
+    metrics["multiplicity"] = {
+        "test": "one-sided bootstrap p-value of rho > 0, (1 + #{rho <= 0}) / (1 + resamples)",
+        "family": "every relation and direction of importance_link", "method": str(h.multiplicity),
+        "alpha": h.alpha, "positive": int(link["positive"].fillna(False).sum()), "tests": int(link["p"].notna().sum())}
     metrics["conventions"]["link"] += (
         " of importance and attention accuracy together (the same resamples)" if acc_samples is not None
         else " of the importance, attention accuracy held at its full-sample value (importance.heads_run)")

@@ -41,8 +41,10 @@ from probing.probes.data import ProbeResult, ProbeSplit, subsample_sentences
 from probing.probes.edge import run_edge
 from probing.probes.features import HeadSelection, select_heads, vector_selection
 from probing.probes.relation import run_relation
+from probing.probes.structural.metrics import ratio_of_groups
 from probing.probes.structural.run import run_structural
 from probing.results import read_metrics
+from probing.stats.bootstrap import percentile_interval, resample_counts
 from probing.store import AttentionStore, VectorStore
 from probing.tasks.base import SINGLE_SPLIT_KINDS, RunOutput, StageTimer, TaskResult, holdout, one_corpus
 from probing.tasks.store_summary import describe_store, store_use
@@ -50,7 +52,7 @@ from probing.tasks.store_summary import describe_store, store_use
 log = logging.getLogger(__name__)
 
 # Bump when a change to the probe code changes its numbers: older results then no longer count as complete.
-PROBE_FORMAT = 6
+PROBE_FORMAT = 7
 # Extraction settings that never change the maps read (left out of the config key; ``measures`` only says which
 # other stores are built beside ``probe.measure``'s, which is in the key).
 _VOLATILE_EXTRACT = ("batch_size", "max_batch_tokens", "progress", "cache_dir", "shard_mb", "verify", "measures",
@@ -169,13 +171,31 @@ def across_seeds(results: list[ProbeResult], seeds: list[int], ci: float) -> tup
     return ProbeResult(metrics, first.tables), spread
 
 
+def sentence_intervals(results: list[ProbeResult], n_resamples: int, ci: float, seed: int) -> dict:
+    """``{metric: [low, high]}``: the percentile interval of the seeds' mean over ``n_resamples`` bootstrap
+    resamples of the eval sentences, for every metric whose per-sentence terms each seed reports (the
+    structural probes'); the seeds' numerators are averaged sentence by sentence, their denominators agree."""
+    out: dict[str, list[float]] = {}
+    if not n_resamples or not results[0].terms:
+        return out
+    n = len(results[0].terms[next(iter(results[0].terms))].num)
+    weights = resample_counts(n, n_resamples, seed).astype(np.float64)
+    for k, t in results[0].terms.items():
+        mean = t._replace(num=np.mean([r.terms[k].num for r in results], axis=0))
+        lo, hi = percentile_interval(ratio_of_groups(mean, weights), ci)
+        out[k] = [float(lo), float(hi)]
+    return out
+
+
 def scores_table(metrics: dict, ident: dict, spread: Optional[dict] = None) -> pd.DataFrame:
     """Tidy headline numbers: one row per metric (the mean over seeds), with the run's identity columns, the
-    seeds' sd and the t interval of the mean."""
+    seeds' sd and the t interval of the mean, and (structural probes) the interval over eval sentences."""
     spread = spread or {"sd": {}, "ci": {}, "seeds": [None]}
+    nan2 = [np.nan, np.nan]
     rows = [{**ident, "metric": k, "value": float(v), "sd": spread["sd"].get(k, np.nan),
-             "ci_low": spread["ci"].get(k, [np.nan, np.nan])[0], "ci_high": spread["ci"].get(k, [np.nan, np.nan])[1],
-             "n_seeds": len(spread["seeds"])}
+             "ci_low": spread["ci"].get(k, nan2)[0], "ci_high": spread["ci"].get(k, nan2)[1],
+             "n_seeds": len(spread["seeds"]), "sentences_ci_low": spread.get("sentences_ci", {}).get(k, nan2)[0],
+             "sentences_ci_high": spread.get("sentences_ci", {}).get(k, nan2)[1]}
             for k, v in metrics.items() if isinstance(v, (int, float)) and not isinstance(v, bool)]
     df = pd.DataFrame(rows)
     for col in ("layer", "head"):
@@ -197,8 +217,9 @@ def _check(probe: ProbeConfig, kind: ProbeKind, measure: Measure, features: Feat
     if getattr(probe, need) is None:
         raise ProbingError(f"probe={kind} is fitted by probe.{need}, which this config lacks (the probe group "
                            f"composes it: probe={kind})")
-    if probe.seeds < 1 or not 0 < probe.ci < 1:
-        raise ProbingError(f"probe.seeds must be >= 1 and probe.ci in (0, 1); got {probe.seeds}, {probe.ci}")
+    if probe.seeds < 1 or not 0 < probe.ci < 1 or probe.bootstrap < 0:
+        raise ProbingError(f"probe.seeds must be >= 1, probe.ci in (0, 1) and probe.bootstrap >= 0; got "
+                           f"{probe.seeds}, {probe.ci}, {probe.bootstrap}")
 
 
 def _fit_seeds(probe: ProbeConfig, kind: ProbeKind, whole: ProbeSplit, ev: ProbeSplit, dev: Optional[ProbeSplit],
@@ -242,6 +263,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
     seeds = [seed + k for k in range(probe.seeds)]
     sel, train, results = _fit_seeds(probe, kind, train, ev, dev, seeds, timer)
     result, spread = across_seeds(results, seeds, probe.ci)
+    spread["sentences_ci"] = sentence_intervals(results, probe.bootstrap, probe.ci, seed)
     # features: what the probe read (attention maps, hidden or heads vectors); measure: the maps' measure
     ident = {"model": model_label(model), "corpus": train.corpus.name, "train_split": train.name,
              "eval_split": ev.name, "features": features.value,

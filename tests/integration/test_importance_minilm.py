@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import spearmanr
+from scipy.stats import false_discovery_control, spearmanr
 
 from probing import schema
 
@@ -65,6 +65,10 @@ def test_importance_minilm_ewt(ewt_dir, tmp_path):
     row = link[(link.relation == "all") & (link.direction == "dep_to_head")].iloc[0]
     assert row.ci_low <= row.rho <= row.ci_high
     assert set(link.ci_resampled) == {"importance+attention"}  # attention accuracy computed on these sentences
+    # adjusted across the table's rows (Benjamini-Hochberg by default), the decision at heads.alpha
+    np.testing.assert_allclose(link.p_adjusted, false_discovery_control(link.p, method="bh"))
+    assert (link.positive == (link.p_adjusted < 0.05)).all()
+    assert metrics["multiplicity"]["tests"] == len(link)
     assert (run_dir / "figures" / "importance_all.png").is_file()
     assert (run_dir / "figures" / "pruning_all.png").is_file()
     assert list((run_dir / "wandb").glob("offline-run-*"))

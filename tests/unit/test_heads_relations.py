@@ -6,9 +6,9 @@ from heads_store import build_store, synthetic_corpus
 
 from probing.config import Direction, HeadsConfig, LabelSet
 from probing.corpus.sentence import base_relation
-from probing.heads.bootstrap import percentile_interval, resample_counts
 from probing.heads.head_accuracy import accuracy_table, collapse, count_relations
 from probing.schema import ALL, best_heads
+from probing.stats.bootstrap import percentile_interval, resample_counts
 
 DIRS = [Direction.dep_to_head, Direction.head_to_dep]
 OFFS = [-3, -2, -1, 1, 2, 3]

@@ -74,6 +74,9 @@ def test_link_interval_pairs_each_resample_of_both_sides():
     np.testing.assert_allclose([row["ci_low"], row["ci_high"]], np.percentile(rho, [5, 95]))
     np.testing.assert_allclose([row_held["ci_low"], row_held["ci_high"]], np.percentile(rho_held, [5, 95]))
     assert (row["ci_resampled"], row_held["ci_resampled"]) == ("importance+attention", "importance")
+    # one-sided p of rho > 0 by hand: (1 + resamples at or below 0) / (1 + defined resamples)
+    assert row["p"] == (1 + sum(r <= 0 for r in rho)) / (1 + len(rho))
+    assert row_held["p"] == (1 + sum(r <= 0 for r in rho_held)) / (1 + n_boot)
 
 
 def test_interval_of_a_score_undefined_in_every_resample_is_nan_without_a_warning():

@@ -8,7 +8,7 @@ import pytest
 from scipy.stats import false_discovery_control
 
 from probing.config import Multiplicity
-from probing.heads.multiplicity import adjust, bootstrap_p
+from probing.stats.multiplicity import adjust, bootstrap_p
 
 P = np.array([0.01, 0.04, 0.03, 0.2])
 

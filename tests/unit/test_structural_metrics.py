@@ -172,3 +172,41 @@ def test_nspr_hand_worked():
     want6 = (spearmanr(pred6, gold6).correlation + 1.0) / 2
     assert per == {5: pytest.approx(1.0), 6: pytest.approx(want6)}
     assert value == pytest.approx((1.0 + want6) / 2)
+
+
+def test_resampled_terms_equal_the_metrics_of_the_resampled_sentences():
+    """A bootstrap resample scored through per-sentence terms equals UUAS, DSpr, NSpr and root accuracy
+    computed from scratch on the list of drawn sentences (each repeated as often as drawn)."""
+    from probing.probes.structural.metrics import (
+        dspr_terms,
+        nspr_terms,
+        ratio_of_groups,
+        root_accuracy,
+        root_terms,
+        uuas_terms,
+    )
+    from probing.stats.bootstrap import resample_counts
+
+    rng = np.random.default_rng(4)
+    heads, punct, dists, depths = [], [], [], []
+    for n in (1, 3, 5, 5, 6, 7, 9, 12, 5, 8):
+        h = [-1] + [int(rng.integers(0, k)) for k in range(1, n)]  # word k attaches to an earlier word
+        heads.append(np.array(h))
+        punct.append(rng.random(n) < 0.2)
+        x = rng.normal(size=(n, 3))
+        dists.append(((x[:, None] - x[None]) ** 2).sum(-1))
+        depths.append(rng.random(n))
+    gold_d, gold_n = many(padded_tree_distances, heads), many(padded_tree_depths, heads)
+    weights = resample_counts(len(heads), 6, seed=1).astype(float)
+    terms = {"uuas": uuas_terms(dists, heads, punct), "dspr": dspr_terms(dists, gold_d),
+             "nspr": nspr_terms(depths, gold_n), "root": root_terms(depths, heads, punct)}
+    got = {k: ratio_of_groups(t, weights) for k, t in terms.items()}
+    for b, w in enumerate(weights):
+        idx = np.repeat(np.arange(len(heads)), w.astype(int))
+        pick = lambda xs: [xs[i] for i in idx]  # noqa: E731
+        assert got["uuas"][b] == pytest.approx(uuas(pick(dists), pick(heads), pick(punct)))
+        assert got["dspr"][b] == pytest.approx(dspr(pick(dists), pick(gold_d))[0])
+        assert got["nspr"][b] == pytest.approx(nspr(pick(depths), pick(gold_n))[0])
+        assert got["root"][b] == pytest.approx(root_accuracy(pick(depths), pick(heads), pick(punct)))
+    # each sentence once: the headline numbers themselves
+    assert ratio_of_groups(terms["dspr"]) == pytest.approx(dspr(dists, gold_d)[0])

@@ -42,8 +42,14 @@ def test_distance_and_depth_probes_end_to_end(tiny_model_dir, tmp_path):
     assert m["stop_split"] == m["eval_split"]  # single-split data: stopped on the held-out part
     by_len = read_table(tmp_path / "dist", "structural_by_length")
     assert set(by_len["metric"]) == {"dspr"} and set(by_len.columns) >= set(schema.STRUCTURAL_BY_LENGTH.keys)
-    scores = read_table(tmp_path / "dist", schema.PROBE_SCORES.name).set_index("metric")["value"]
+    table = read_table(tmp_path / "dist", schema.PROBE_SCORES.name).set_index("metric")
+    scores = table["value"]
     assert scores["uuas"] == pytest.approx(m["uuas"])
+    # intervals over eval sentences for the headline metrics only, around the mean of the seeds
+    for k in ("uuas", "dspr"):
+        lo, hi = table.loc[k, ["sentences_ci_low", "sentences_ci_high"]]
+        assert lo < hi and lo <= scores[k] <= hi and m["seeds"]["sentences_ci"][k] == [lo, hi]
+    assert table.loc[["rank", "epochs"], "sentences_ci_low"].isna().all()
     # the console's headline, printed last, names the probe, what it read and its scores
     assert dist.console.startswith("probe=distance features=hidden head_set=L2 (")
     assert f"uuas={m['uuas']:.4f}" in dist.console and f"dspr={m['dspr']:.4f}" in dist.console

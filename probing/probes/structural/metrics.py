@@ -19,7 +19,7 @@ Sentences are per-sentence arrays: ``heads`` 0-based with -1 for the root, ``pun
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 from scipy.sparse.csgraph import minimum_spanning_tree
@@ -145,10 +145,46 @@ def uuas_counts(pred_dist: np.ndarray, heads: Sequence[int], punct: np.ndarray |
 def uuas(pred_dists: Sequence[np.ndarray], heads: Sequence[Sequence[int]],
          punct: Sequence[np.ndarray | None]) -> float:
     """Undirected unlabelled attachment score of the predicted spanning trees, pooled over sentences."""
+    return float(ratio_of_groups(uuas_terms(pred_dists, heads, punct)))
+
+
+def uuas_terms(pred_dists: Sequence[np.ndarray], heads: Sequence[Sequence[int]],
+               punct: Sequence[np.ndarray | None]) -> "Terms":
+    """UUAS as per-sentence terms: gold edges found over gold edges, one group."""
     counts = np.array([uuas_counts(p, h, m) for p, h, m in zip(pred_dists, heads, punct)],
-                      dtype=np.int64).reshape(-1, 2)
-    total = int(counts[:, 1].sum())
-    return float(counts[:, 0].sum() / total) if total else float("nan")
+                      dtype=np.float64).reshape(-1, 2)
+    return Terms(counts[:, 0], counts[:, 1], np.zeros(len(counts), dtype=np.int64), np.ones(len(counts), bool))
+
+
+class Terms(NamedTuple):
+    """A headline metric as per-sentence terms: the mean over the counted groups ``g`` of ``Σ_{s in g} num_s /
+    Σ_{s in g} den_s``. UUAS is one group (found / gold edges); DSpr groups sentences by length (the summed
+    row correlations over the rows), counting lengths 5-50. A bootstrap over sentences re-weights the terms
+    (:func:`ratio_of_groups`) without decoding a tree again."""
+
+    num: np.ndarray  # (S,)
+    den: np.ndarray  # (S,)
+    group: np.ndarray  # (S,) int
+    counted: np.ndarray  # (S,) bool: the sentence's group enters the headline
+
+
+def ratio_of_groups(t: Terms, weights: np.ndarray | None = None, every_group: bool = False):
+    """The metric under each row of sentence ``weights`` ``(R, S)`` (None: each sentence once; a scalar
+    comes back): per group the weighted ratio, then their mean over the counted groups that the weights
+    reach. ``every_group``: ``{group: ratio}`` of every group instead (weights None only)."""
+    w = np.ones((1, len(t.num))) if weights is None else np.atleast_2d(np.asarray(weights, dtype=np.float64))
+    keep = np.ones(len(t.num), bool) if every_group else np.asarray(t.counted, bool)
+    groups, inv = np.unique(t.group[keep], return_inverse=True)
+    onehot = np.zeros((int(keep.sum()), len(groups)))
+    onehot[np.arange(len(inv)), inv] = 1.0
+    num, den = w[:, keep] @ (onehot * t.num[keep, None]), w[:, keep] @ (onehot * t.den[keep, None])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        per = np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+    if every_group:
+        return {int(g): float(v) for g, v in zip(groups, per[0]) if np.isfinite(v)}
+    counted = np.isfinite(per).sum(1)
+    out = np.where(counted > 0, np.nansum(per, 1) / np.maximum(counted, 1), np.nan)
+    return float(out[0]) if weights is None else out
 
 
 def spearman_rows(pred: np.ndarray, gold: np.ndarray) -> np.ndarray:
@@ -170,58 +206,68 @@ def length_averaged(lengths: np.ndarray, values: np.ndarray,
     """Mean of ``values`` per length, then the mean of those over the lengths within ``span``:
     ``(average, {length: mean})``."""
     lengths, values = np.asarray(lengths), np.asarray(values, dtype=np.float64)
-    per = {int(k): float(values[lengths == k].mean()) for k in np.unique(lengths)}
-    inside = [v for k, v in per.items() if span[0] <= k <= span[1]]
-    return (float(np.mean(inside)) if inside else float("nan")), per
+    t = Terms(values, np.ones(len(values)), lengths, (lengths >= span[0]) & (lengths <= span[1]))
+    return ratio_of_groups(t), ratio_of_groups(t, every_group=True)
 
 
 def dspr(pred_dists: Sequence[np.ndarray], gold_dists: Sequence[np.ndarray]) -> tuple[float, dict[int, float]]:
     """Distance Spearman: per-word row correlations, averaged per sentence length, then over lengths 5-50.
     Returns ``(dspr, {length: mean correlation})``."""
-    lengths, values = [], []
-    by_len: dict[int, list[int]] = {}
-    for k, g in enumerate(gold_dists):
-        by_len.setdefault(len(g), []).append(k)
-    for n, ks in by_len.items():  # one vectorised call per sentence length
-        if n < 2:
-            continue
+    t = dspr_terms(pred_dists, gold_dists)
+    return ratio_of_groups(t), ratio_of_groups(t, every_group=True)
+
+
+def dspr_terms(pred_dists: Sequence[np.ndarray], gold_dists: Sequence[np.ndarray]) -> Terms:
+    """DSpr as per-sentence terms: the sum of the sentence's row correlations over its rows, grouped by
+    length (sentences of one word have none and are not counted)."""
+    n_s = np.array([len(g) for g in gold_dists], dtype=np.int64)
+    sums = np.zeros(len(n_s))
+    for n in np.unique(n_s[n_s >= 2]):  # one vectorised call per sentence length
+        ks = np.flatnonzero(n_s == n)
         p = np.concatenate([np.asarray(pred_dists[k], dtype=np.float64).reshape(n, n) for k in ks])
         g = np.concatenate([np.asarray(gold_dists[k], dtype=np.float64).reshape(n, n) for k in ks])
-        r = spearman_rows(p, g)
-        lengths.append(np.full(len(r), n))
-        values.append(r)
-    if not values:
-        return float("nan"), {}
-    return length_averaged(np.concatenate(lengths), np.concatenate(values))
+        sums[ks] = spearman_rows(p, g).reshape(len(ks), n).sum(1)
+    return Terms(sums, np.where(n_s >= 2, n_s, 0).astype(np.float64), n_s, _in_span(n_s) & (n_s >= 2))
 
 
 def nspr(pred_depths: Sequence[np.ndarray], gold_depths: Sequence[np.ndarray]) -> tuple[float, dict[int, float]]:
     """Norm Spearman: per-sentence correlation of predicted with gold depths, averaged per sentence length,
     then over lengths 5-50. Returns ``(nspr, {length: mean correlation})``."""
-    lengths, values = [], []
-    by_len: dict[int, list[int]] = {}
-    for k, g in enumerate(gold_depths):
-        by_len.setdefault(len(g), []).append(k)
-    for n, ks in by_len.items():
-        if n < 2:
-            continue
+    t = nspr_terms(pred_depths, gold_depths)
+    return ratio_of_groups(t), ratio_of_groups(t, every_group=True)
+
+
+def nspr_terms(pred_depths: Sequence[np.ndarray], gold_depths: Sequence[np.ndarray]) -> Terms:
+    """NSpr as per-sentence terms: each sentence's correlation, grouped by length."""
+    n_s = np.array([len(g) for g in gold_depths], dtype=np.int64)
+    r = np.zeros(len(n_s))
+    for n in np.unique(n_s[n_s >= 2]):
+        ks = np.flatnonzero(n_s == n)
         p = np.stack([np.asarray(pred_depths[k], dtype=np.float64) for k in ks])
         g = np.stack([np.asarray(gold_depths[k], dtype=np.float64) for k in ks])
-        lengths.append(np.full(len(ks), n))
-        values.append(spearman_rows(p, g))
-    if not values:
-        return float("nan"), {}
-    return length_averaged(np.concatenate(lengths), np.concatenate(values))
+        r[ks] = spearman_rows(p, g)
+    return Terms(r, (n_s >= 2).astype(np.float64), n_s, _in_span(n_s) & (n_s >= 2))
+
+
+def _in_span(lengths: np.ndarray, span: tuple[int, int] = SPEARMAN_LENGTHS) -> np.ndarray:
+    return (lengths >= span[0]) & (lengths <= span[1])
 
 
 def root_accuracy(pred_depths: Sequence[np.ndarray], heads: Sequence[Sequence[int]],
                   punct: Sequence[np.ndarray | None]) -> float:
     """Share of sentences whose least deep non-punctuation word (predicted) is the gold root (every
     sentence counts; one made only of punctuation falls back to all its words)."""
+    return ratio_of_groups(root_terms(pred_depths, heads, punct))
+
+
+def root_terms(pred_depths: Sequence[np.ndarray], heads: Sequence[Sequence[int]],
+               punct: Sequence[np.ndarray | None]) -> Terms:
+    """Root accuracy as per-sentence terms: a hit (1 or 0) per sentence, one group."""
     hits = []
     for p, h, m in zip(pred_depths, heads, punct):
         p = np.asarray(p, dtype=np.float64)
         if m is not None and not np.all(m):
             p = np.where(np.asarray(m, dtype=bool), np.inf, p)
         hits.append(int(np.argmin(p)) == int(np.flatnonzero(np.asarray(h) == -1)[0]))
-    return float(np.mean(hits)) if hits else float("nan")
+    n = len(hits)
+    return Terms(np.asarray(hits, dtype=np.float64), np.ones(n), np.zeros(n, np.int64), np.ones(n, bool))

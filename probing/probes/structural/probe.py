@@ -29,13 +29,15 @@ import torch
 from torch import nn
 
 from probing.probes.structural.metrics import (
-    dspr,
+    Terms,
+    dspr_terms,
     many,
-    nspr,
+    nspr_terms,
     padded_tree_depths,
     padded_tree_distances,
-    root_accuracy,
-    uuas,
+    ratio_of_groups,
+    root_terms,
+    uuas_terms,
 )
 
 log = logging.getLogger(__name__)
@@ -287,13 +289,16 @@ def score(kind: str, pred: Sequence[np.ndarray], data: Sentences) -> dict[str, f
 
 
 def score_by_length(kind: str, pred: Sequence[np.ndarray], data: Sentences
-                    ) -> tuple[dict[str, float], dict[int, float]]:
-    """:func:`score` and the DSpr (distance) or NSpr (depth) of every sentence length, from one pass over the
-    gold trees (the headline averages lengths 5-50)."""
+                    ) -> tuple[dict[str, float], dict[int, float], dict[str, Terms]]:
+    """:func:`score`, the DSpr (distance) or NSpr (depth) of every sentence length (the headline averages
+    lengths 5-50), and each metric's per-sentence terms (for intervals over sentences), from one pass over
+    the gold trees."""
     heads = [data.sentence_heads(s) for s in range(len(data))]
     punct = [data.sentence_punct(s) for s in range(len(data))]
     if kind == "distance":
-        avg, per = dspr(pred, many(padded_tree_distances, heads))
-        return {"uuas": uuas(pred, heads, punct), "dspr": avg}, per
-    avg, per = nspr(pred, many(padded_tree_depths, heads))
-    return {"root_accuracy": root_accuracy(pred, heads, punct), "nspr": avg}, per
+        terms = {"uuas": uuas_terms(pred, heads, punct), "dspr": dspr_terms(pred, many(padded_tree_distances, heads))}
+    else:
+        terms = {"root_accuracy": root_terms(pred, heads, punct),
+                 "nspr": nspr_terms(pred, many(padded_tree_depths, heads))}
+    per = ratio_of_groups(terms["dspr" if kind == "distance" else "nspr"], every_group=True)
+    return {k: ratio_of_groups(t) for k, t in terms.items()}, per, terms

@@ -53,7 +53,7 @@ def run_structural(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelect
     dv = te if dev is None else split_sentences(pcfg, dev, sel)
     probe = StructuralProbe(kind, regimen(pcfg, seed)).fit(tr, dv)
     pred = probe.predict(te)
-    scores, per_length = score_by_length(kind, pred, te)
+    scores, per_length, terms = score_by_length(kind, pred, te)
     metrics: dict[str, Any] = dict(scores)
     metrics.update({
         "n_train": int(len(tr.heads)), "n_train_sentences": len(tr), "n_eval": int(len(te.heads)), "n_features": int(tr.vectors.shape[1]),
@@ -62,4 +62,4 @@ def run_structural(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelect
         "stop_split": ev.name if dev is None else dev.name,
     })
     metrics["objective"] = metrics["uuas" if kind == "distance" else "root_accuracy"]
-    return ProbeResult(metrics, {"structural_by_length": by_length(kind, per_length)})
+    return ProbeResult(metrics, {"structural_by_length": by_length(kind, per_length)}, terms)

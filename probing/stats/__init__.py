@@ -1,0 +1,1 @@
+"""Statistics every analysis shares: the bootstrap over sentences and multiplicity control."""
