@@ -32,6 +32,7 @@ class DataKind(Choice):
     grammar = "grammar"
     conllu = "conllu"
     ud_ewt = "ud_ewt"
+    ud = "ud"
     hf = "hf"
     text = "text"
 
@@ -234,9 +235,16 @@ class DataConfig:
     kind: DataKind = DataKind.grammar
     # conllu: one file
     path: Optional[str] = None
-    # ud_ewt: a directory with en_ewt-ud-{train,dev,test}.conllu
+    # ud_ewt: a directory with en_ewt-ud-{train,dev,test}.conllu; ud: a local copy (the treebank's folder or one
+    # holding UD_* folders) read instead of the download
     dir: Optional[str] = None
     split: str = "dev"
+    # ud: a UD treebank by code (en_ewt) or release folder (UD_English-EWT), downloaded once at ud_release from
+    # ud_url/<folder>/<release>/ into ud_cache (null: $PROBING_UD_CACHE, else ~/.cache/probing/ud)
+    treebank: str = "en_ewt"
+    ud_release: str = "r2.16"
+    ud_url: str = "https://raw.githubusercontent.com/UniversalDependencies"
+    ud_cache: Optional[str] = None
     # hf: a hub id or a local file type ("json", "csv", "parquet") with data_files
     hf_path: Optional[str] = None
     hf_name: Optional[str] = None
@@ -376,6 +384,10 @@ class ProbeConfig(SplitSettings, BootstrapSettings):
     negatives_per_positive: int = 1  # edge probe
     mdl: bool = False  # relation, edge: also the online codelength (Voita and Titov 2020) of task and control
     rank: Optional[int] = None  # distance, depth: rank of the probe's map B (None: the vectors' dimension)
+    # distance, depth: each word is represented by the vector of the word this many positions away (clamped
+    # to the sentence's words); with probe.features=hidden, a positional control for head vectors (a head that
+    # copies its neighbour's vector writes adjacency, which alone gives a chain-like UUAS)
+    word_offset: int = 0
     # distance, depth: the split whose loss stops training (None: the eval split; single-split data: always)
     dev_split: Optional[str] = None
     regimen: Optional[Regimen] = None

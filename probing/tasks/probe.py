@@ -213,6 +213,9 @@ def _check(probe: ProbeConfig, kind: ProbeKind, measure: Measure, features: Feat
     if features is Features.attention and not measure.per_head and probe.head not in (None, 0):
         raise ProbingError(f"probe.measure={measure} has one map per layer: probe.head must be unset or 0, "
                            f"not {probe.head}")
+    if probe.word_offset and kind not in STRUCTURAL:
+        raise ProbingError(f"probe.word_offset={probe.word_offset} applies to probe=distance and probe=depth, not "
+                           f"probe={kind}")
     need = "regimen" if kind in STRUCTURAL else "linear"
     if getattr(probe, need) is None:
         raise ProbingError(f"probe={kind} is fitted by probe.{need}, which this config lacks (the probe group "

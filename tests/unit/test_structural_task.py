@@ -90,3 +90,28 @@ def test_max_train_sentences_is_a_seeded_subsample_of_whole_sentences():
         subsample_sentences(split, 0, 0)
     assert list(sample_sentences(3, 5, 1, "k")) == [0, 1, 2]
 
+
+
+def test_word_offset_represents_each_word_by_its_neighbours_vector(tiny_model_dir, tmp_path):
+    """probe.word_offset=-1 (a positional control): word i reads word i-1's vector, the first word its own."""
+    import numpy as np
+
+    from probing.config import Representation
+    from probing.probes.features import vector_selection
+    from probing.probes.structural.run import split_sentences
+
+    model = ModelConfig(name="tiny", name_or_path=str(tiny_model_dir))
+    data = DataConfig(kind=DataKind.grammar, n_sentences=12)
+    ext = OmegaConf.structured(ExtractConfig(cache_dir=str(tmp_path / "cache"), progress=False))
+    p = ProbeConfig(kind=ProbeKind.distance, features=Features.hidden, layer=2, regimen=Regimen())
+    _, ev, _ = probe_task.load_splits(data, p, ext, probe_task._Stores(model, ext, Representation.hidden))
+    sel = vector_selection(ev.store, 2, None)
+    own, left = split_sentences(p, ev, sel), split_sentences(replace(p, word_offset=-1), ev, sel)
+    for start, n in zip(own.starts, own.lengths):
+        rows = own.vectors[start:start + n]
+        np.testing.assert_array_equal(left.vectors[start:start + n], rows[np.maximum(np.arange(n) - 1, 0)])
+    np.testing.assert_array_equal(left.heads, own.heads)
+    with pytest.raises(ProbingError, match="probe.word_offset=1 applies to probe=distance and probe=depth, not "
+                                           "probe=relation"):
+        _run(tiny_model_dir, tmp_path, "rel", kind=ProbeKind.relation, features=Features.hidden, layer=1,
+             word_offset=1)

@@ -27,7 +27,8 @@ def split_sentences(pcfg: Any, split: ProbeSplit, sel: HeadSelection) -> Sentenc
     if not isinstance(split.store, VectorStore):
         raise ValueError(f"probe={pcfg.kind} reads word vectors: set probe.features=hidden or heads")
     words = split.words(False, punct_tags(pcfg))
-    vectors = word_vectors(split.store, words.sent, words.pos, sel)
+    source = np.clip(words.pos + pcfg.word_offset, 0, words.n - 1)  # probe.word_offset: a neighbour's vector
+    vectors = word_vectors(split.store, words.sent, source, sel)
     starts = np.flatnonzero(words.pos == 0)  # rows of one sentence are contiguous, from word 0
     lengths = words.n[starts]
     punct = words.punct if pcfg.exclude_punct else np.zeros(len(words), dtype=bool)
