@@ -16,8 +16,12 @@ The maps are the library's own: ``probing.extract.word_maps`` (the Encoder's for
 ``attention``: last layer's weights, mean over heads; ``norm``: last layer's ``alpha ||f(x_j)||``, mean over
 heads (rows not renormalised); ``norm_layer``: last layer's ``||sum_h alpha f^h(x_j)||``; ``rollout``: attention
 rollout (0.5 A + 0.5 I) to the last layer; ``alti_rollout``, ``globenc_rollout``, ``value_zeroing_rollout``:
-the rollouts of those per-layer measures to the last layer; ``pieces``: the word's number of word pieces
-(a baseline: deleting more pieces moves a mean more).
+the rollouts of those per-layer measures to the last layer. Two baselines that read no mixing at all:
+``pieces``, the word's number of word pieces (deleting more pieces moves a mean more), and ``own_vector``,
+the drop from taking the word's own last-layer vectors out of the unablated mean (``1 - cos(e, e')`` with
+``e'`` the mean over the other positions): deleting a word from a mean-pooled embedding removes its own term
+whatever the other positions do. Every row also has its paired difference to ``attention`` and to the best
+row (same resamples).
 
     HF_HUB_OFFLINE=1 python experiments/context_mixing_ud_ewt/faithfulness.py            # all of EWT dev
     HF_HUB_OFFLINE=1 python experiments/context_mixing_ud_ewt/faithfulness.py --blank mask
@@ -61,11 +65,13 @@ def length_batches(lengths: np.ndarray, max_tokens: int, max_batch: int) -> list
 
 @torch.inference_mode()
 def embeddings(model: torch.nn.Module, seqs: list[list[int]], pad_id: int, device: torch.device,
-               max_tokens: int = 8192, max_batch: int = 256) -> np.ndarray:
+               max_tokens: int = 8192, max_batch: int = 256,
+               owners: list[np.ndarray | None] | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
     """Mean-pooled last hidden states ``(N, D)`` of token-id sequences (padding masked out of attention and of
-    the mean), in length-sorted batches."""
+    the mean), in length-sorted batches; with ``owners`` (per sequence, the word of each position, -1 for
+    none): also each word's own-vector drop ``1 - cos(e, e')``, ``e'`` the mean without the word's positions."""
     lengths = np.array([len(s) for s in seqs])
-    out = None
+    out, own = None, [np.zeros(0)] * len(seqs)
     for idx in length_batches(lengths, max_tokens, max_batch):
         t = int(lengths[idx].max())
         ids = torch.full((len(idx), t), pad_id, dtype=torch.long)
@@ -79,7 +85,23 @@ def embeddings(model: torch.nn.Module, seqs: list[list[int]], pad_id: int, devic
         if out is None:
             out = np.empty((len(seqs), pooled.shape[1]), dtype=np.float32)
         out[idx] = pooled
-    return out
+        for row, i in enumerate(idx) if owners is not None else ():
+            if owners[i] is not None:
+                own[i] = own_vector_drops(hidden[row, : lengths[i]].cpu().numpy(), owners[i])
+    return out, own
+
+
+def own_vector_drops(hidden: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """Per word ``w``: ``1 - cos(mean of all rows, mean of the rows not owned by w)`` (``hidden`` ``(T, D)``,
+    ``owner`` ``(T,)`` the word of each row or -1)."""
+    h = hidden.astype(np.float64)
+    n_words = int(owner.max()) + 1
+    sums = np.zeros((n_words, h.shape[1]))
+    np.add.at(sums, owner[owner >= 0], h[owner >= 0])
+    counts = np.bincount(owner[owner >= 0], minlength=n_words)
+    total = h.sum(0)
+    rest = (total[None] - sums) / (len(h) - counts)[:, None]
+    return cosine_drop(np.broadcast_to(total / len(h), rest.shape), rest)
 
 
 def cosine_drop(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -111,31 +133,39 @@ def per_sentence_rho(importance: dict[str, list[np.ndarray]], drops: list[np.nda
     return out
 
 
-def bootstrap(rho: dict[str, np.ndarray], resamples: int, seed: int, ci: float) -> dict[str, dict]:
+def bootstrap(rho: dict[str, np.ndarray], resamples: int, seed: int, ci: float,
+              best: str | None = None) -> dict[str, dict]:
     """Mean rho over sentences with a percentile interval; the same resampled sentence sets for every row
     (sentences where a row is undefined are left out of that row's mean), plus each row's paired difference
-    to ``attention``."""
+    to ``attention`` and to ``best`` (default: the row with the highest mean)."""
     names = list(rho)
     mat = np.stack([rho[k] for k in names], axis=1)  # (S, K)
     s = mat.shape[0]
     idx = np.random.default_rng(seed).integers(0, s, size=(resamples, s))
     boot = np.nanmean(mat[idx], axis=1)  # (R, K)
     lo, hi = (1 - ci) / 2 * 100, (1 + ci) / 2 * 100
-    ref = names.index("attention")
-    both = ~np.isnan(mat) & ~np.isnan(mat[:, [ref]])
-    diff = np.where(both, mat - mat[:, [ref]], np.nan)
-    boot_diff = np.nanmean(diff[idx], axis=1)
+    best = best or names[int(np.nanargmax(np.nanmean(mat, axis=0)))]
     out = {}
     for k, name in enumerate(names):
         col = mat[:, k]
         out[name] = {"mean": float(np.nanmean(col)), "ci": [float(np.percentile(boot[:, k], lo)),
                                                              float(np.percentile(boot[:, k], hi))],
                      "median": float(np.nanmedian(col)), "sd": float(np.nanstd(col)),
-                     "sentences": int((~np.isnan(col)).sum()),
-                     "minus_attention": float(np.nanmean(diff[:, k])),
-                     "minus_attention_ci": [float(np.percentile(boot_diff[:, k], lo)),
-                                            float(np.percentile(boot_diff[:, k], hi))]}
+                     "sentences": int((~np.isnan(col)).sum()), "best": best}
+    for ref, key in (("attention", "minus_attention"), (best, "minus_best")):
+        r = names.index(ref)
+        both = ~np.isnan(mat) & ~np.isnan(mat[:, [r]])
+        diff = np.where(both, mat - mat[:, [r]], np.nan)
+        boot_diff = np.nanmean(diff[idx], axis=1)
+        for k, name in enumerate(names):
+            out[name][key] = float(np.nanmean(diff[:, k]))
+            out[name][f"{key}_ci"] = [float(np.percentile(boot_diff[:, k], lo)),
+                                      float(np.percentile(boot_diff[:, k], hi))]
     return out
+
+
+def _delta(r: dict, key: str, itself: bool) -> str:
+    return "" if itself else f"{r[key]:+.3f} [{r[key + '_ci'][0]:+.3f}, {r[key + '_ci'][1]:+.3f}]"
 
 
 def main() -> None:
@@ -201,7 +231,11 @@ def main() -> None:
                 first = int(np.flatnonzero(gone)[0])
                 seqs.append(np.concatenate([ids[:first], [mask_id], ids[first:][~gone[first:]]]).tolist())
             owner.append(i)
-    emb = embeddings(encoder.model, seqs, encoder.pad_id, encoder.device)
+    owners: list = [np.where((np.array(t.piece_position) >= t.prefix) & (np.array(t.piece_position) < t.prefix + n),
+                             np.array(t.piece_position) - t.prefix, -1) for t, n in zip(toks, n_words)]
+    emb, own = embeddings(encoder.model, seqs, encoder.pad_id, encoder.device,
+                          owners=owners + [None] * (len(seqs) - len(toks)))
+    importance["own_vector"] = own[: len(toks)]
     full, variants = emb[: len(toks)], emb[len(toks):]
     drop_all = cosine_drop(variants, full[np.array(owner)])
     bounds = np.cumsum([0] + n_words)
@@ -210,7 +244,8 @@ def main() -> None:
     print(f"blank-out: {len(seqs) - len(toks)} passes, {blank_seconds:.1f} s", flush=True)
 
     rho = per_sentence_rho(importance, drops)
-    rho_w = per_sentence_rho(importance_weighted, drops)
+    rho_w = per_sentence_rho(importance_weighted, drops)  # the baselines do not read a map: same as unweighted
+    rho_w.update({k: rho[k] for k in ("pieces", "own_vector")})
     summary = bootstrap(rho, args.bootstrap, args.seed, 0.95)
     summary_w = bootstrap(rho_w, args.bootstrap, args.seed, 0.95)
 
@@ -222,20 +257,21 @@ def main() -> None:
              f", of {len(corpus)}); mean rho over sentences [95% bootstrap CI, {args.bootstrap} resamples]; "
              "importance = column mean over all rows of the last-layer word-level map; "
              "'rows weighted by pieces' weights each row by its position's word pieces (the embedding's own "
-             "mean); Δ = paired difference to `attention`.\n",
-             "| row | mean rho [95% CI] | median | sd | Δ vs attention [95% CI] | rows weighted by pieces | "
-             "sentences |", "|---|---|---|---|---|---|---|"]
+             "mean); Δ = paired difference to `attention` and to the best row "
+             f"(`{next(iter(summary.values()))['best']}`), on the same resamples.\n",
+             "| row | mean rho [95% CI] | median | sd | Δ vs attention [95% CI] | Δ vs best [95% CI] | "
+             "rows weighted by pieces | sentences |", "|---|---|---|---|---|---|---|---|"]
     for name, r in summary.items():
         w = summary_w.get(name, r)
-        delta = ("" if name == "attention" else
-                 f"{r['minus_attention']:+.3f} [{r['minus_attention_ci'][0]:+.3f}, {r['minus_attention_ci'][1]:+.3f}]")
         lines.append(f"| {name} | {r['mean']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] | {r['median']:.3f} | "
-                     f"{r['sd']:.3f} | {delta} | {w['mean']:.3f} [{w['ci'][0]:.3f}, {w['ci'][1]:.3f}] | "
-                     f"{r['sentences']} |")
+                     f"{r['sd']:.3f} | {_delta(r, 'minus_attention', name == 'attention')} | "
+                     f"{_delta(r, 'minus_best', name == r['best'])} | "
+                     f"{w['mean']:.3f} [{w['ci'][0]:.3f}, {w['ci'][1]:.3f}] | {r['sentences']} |")
     lines.append(f"\nmeasures' pass {measure_seconds:.0f} s, blank-out passes {blank_seconds:.0f} s "
                  f"({len(seqs) - len(toks)} sequences), on {torch.get_num_threads()} threads")
     table = "\n".join(lines) + "\n"
     print(table)
+    args.out.mkdir(parents=True, exist_ok=True)
     (args.out / f"faithfulness{suffix}.md").write_text(table)
     (args.out / f"faithfulness{suffix}.json").write_text(json.dumps(
         {"blank": args.blank, "sentences": len(toks), "sample": args.sample, "seed": args.seed,
