@@ -261,6 +261,7 @@ def check_composed(cfg: Any) -> None:
 HELP_EXAMPLES = (
     ("", "MiniLM on the built-in grammar, every head scored"),
     ("task=heads data=ud_ewt data.split=dev", "UD English EWT (data.dir or UD_EWT_DIR)"),
+    ("task=heads data=ud data.treebank=de_gsd", "any UD treebank by name, downloaded once"),
     ("experiment=clark_ud_ewt", "Clark et al. (2019) on EWT"),
     ("task=probe probe=arc data.n_sentences=500", "Clark's attention-only parser on the grammar"),
     ("-m experiment=layer_sweep", "one probe job per layer (one extraction)"),
@@ -271,6 +272,8 @@ HELP_ENVIRONMENT = (
     ("PROBING_RESULTS_DIR", "where run dirs go (default: results)"),
     ("PROBING_CACHE_DIR", "stores and parsed treebanks (default: results/cache)"),
     ("UD_EWT_DIR", "the folder with en_ewt-ud-{train,dev,test}.conllu"),
+    ("UD_DIR", "data=ud: a local copy (the treebank's folder, or an unpacked UD release)"),
+    ("PROBING_UD_CACHE", "data=ud: where downloaded treebanks go (default: ~/.cache/probing/ud)"),
     ("HF_HUB_OFFLINE=1", "models from the local cache only (the bundled MiniLM needs no network)"),
 )
 

@@ -10,6 +10,7 @@ from probing.config import enum_value
 from probing.corpus.conllu_reader import read_conllu
 from probing.corpus.grammar import generate_corpus, seed_sentences
 from probing.corpus.sentence import Corpus, Sentence, Skip, base_relation
+from probing.corpus.ud import read_treebank
 from probing.errors import CorpusError
 from probing.paths import absolute
 
@@ -77,6 +78,8 @@ def load_corpus(cfg, split: Optional[str] = None) -> Corpus:
             raise CorpusError(f"data=ud_ewt needs data.dir. {UD_EWT_HINT}")
         path = ud_ewt_path(absolute(cfg.dir), split)
         corpus = read_conllu(path, split=split, strict=cfg.strict, name="ud_ewt")
+    elif kind == "ud":
+        corpus = read_treebank(cfg, split)
     elif kind == "hf":
         from probing.corpus.hf_reader import read_hf
 

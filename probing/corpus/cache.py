@@ -2,7 +2,7 @@
 
 Parsing EWT train takes ~3 s; unpickling it ~0.2 s, which matters when 72 jobs each need train and dev.
 The cache key covers the data config, the split and the source file's path, size and modification time, so
-an edited file is parsed again. Only file-backed readers (``ud_ewt``, ``conllu``) are cached; a cache
+an edited file is parsed again. Only file-backed readers (``ud_ewt``, ``ud``, ``conllu``) are cached; a cache
 file that cannot be read is ignored and rewritten.
 """
 
@@ -17,6 +17,7 @@ from typing import Any, Optional
 
 from probing.config import enum_value, to_plain
 from probing.corpus import Corpus, load_corpus, ud_ewt_path
+from probing.corpus.ud import treebank_file
 from probing.io import atomic_write_bytes
 from probing.paths import absolute
 
@@ -25,6 +26,8 @@ log = logging.getLogger(__name__)
 
 def _source(data_cfg: Any, split: Optional[str]) -> Optional[Path]:
     kind = enum_value(data_cfg.kind)
+    if kind == "ud":  # downloads and verifies; its one-line errors are the ones load_corpus would give
+        return treebank_file(data_cfg, split or data_cfg.split)
     try:
         if kind == "ud_ewt" and data_cfg.dir:
             return ud_ewt_path(absolute(data_cfg.dir), split or data_cfg.split)
