@@ -126,6 +126,7 @@ class Encoder:
         self.max_length: int = min(x for x in (limit, pos, 10**6) if x is not None and x > 0)
         self.pad_id: int = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         self.special_tokens: list[str] = list(tokenizer.all_special_tokens)
+        self.word_prefix: str = word_prefix(tokenizer)
         self._ffn_skipped = False
         self._pooler: Any = None
         # the large temporaries of its batches (pooling, mixing measures), kept while the encoder is: the
@@ -152,11 +153,6 @@ class Encoder:
         check_reachable(path, revision)
         try:
             tokenizer = AutoTokenizer.from_pretrained(path, revision=revision, trust_remote_code=trust_remote_code)
-            if getattr(tokenizer, "add_prefix_space", None) is False:
-                # byte-level BPE (RoBERTa) needs this to tokenise pre-split words
-                tokenizer = AutoTokenizer.from_pretrained(
-                    path, revision=revision, trust_remote_code=trust_remote_code, add_prefix_space=True
-                )
             if not getattr(tokenizer, "is_fast", False):
                 raise ModelLoadError(f"{name_or_path}: a fast tokenizer is needed for word alignment")
             head = None
@@ -190,9 +186,12 @@ class Encoder:
 
     # ---- tokenisation -----------------------------------------------------------------------------
     def tokenize(self, sentences: Sequence[Sequence[str]]) -> list[Tokenized | str]:
-        """Word pieces for pre-split sentences; a string (the reason) where a sentence cannot be used."""
-        enc = self.tokenizer([list(s) for s in sentences], is_split_into_words=True, add_special_tokens=True,
-                             truncation=False)
+        """Word pieces for pre-split sentences; a string (the reason) where a sentence cannot be used. Each
+        word is tokenised on its own, after :attr:`word_prefix`, so its pieces are its own and are those it
+        has in the middle of running text, the first word's included."""
+        pre = self.word_prefix
+        enc = self.tokenizer([[pre + w for w in s] for s in sentences], is_split_into_words=True,
+                             add_special_tokens=True, truncation=False)
         out: list[Tokenized | str] = []
         for b, words in enumerate(sentences):
             ids = enc["input_ids"][b]
@@ -266,6 +265,22 @@ class Encoder:
         maps = torch.stack(attn, dim=1) if stacked else tuple(attn)  # (B, L, H, T, T)
         states = tuple(out.hidden_states) if hidden else None
         return maps, pos.to(attn[0].device), max(x.n_positions for x in batch), states
+
+
+def word_prefix(tokenizer: Any) -> str:
+    """What goes before each pre-split word: a space for byte-level BPE tokenizers (GPT-2, RoBERTa, Qwen2,
+    Llama 3), whose pieces carry the space that starts a word (``Ġcat``), so that every word, the first too,
+    gets the pieces it has mid-sentence; a ``Split`` before the ``ByteLevel`` step (Qwen2) keeps the space
+    with the word's first chunk, where the tokenizer's own ``add_prefix_space`` would give every chunk one
+    (``zebra!`` -> ``Ġzebra Ġ!``). Nothing for WordPiece, and for SentencePiece (``Metaspace``), which marks
+    each pre-split word's start itself."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    pre = getattr(backend, "pre_tokenizer", None)
+    if pre is None:
+        return ""
+    state = json.loads(pre.__getstate__())
+    steps = state.get("pretokenizers", [state]) if state.get("type") == "Sequence" else [state]
+    return " " if any(step.get("type") == "ByteLevel" for step in steps) else ""
 
 
 def _layers(model: Any) -> Optional[Any]:

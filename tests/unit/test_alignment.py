@@ -1,13 +1,19 @@
-"""Word-piece -> word pooling on hand-worked examples, and properties on random segmentations."""
+"""Word-piece -> word pooling on hand-worked examples, and properties on random segmentations; word alignment
+of byte-level BPE and SentencePiece tokenizers trained in-process (each word's pieces decode to the word and are
+those it has mid-sentence)."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
+from families import build
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tokenizers_synth import ODD_WORDS, byte_level_bpe, grammar_sentences, metaspace, save
 
 from probing.alignment import piece_positions, pool_attention, pool_one
+from probing.config import ModelConfig
 
 # [CLS] a b1 b2 c [SEP]: word "b" is split in two pieces; positions: CLS=0 a=1 b=2 c=3 SEP=4
 WORD_IDS = [None, 0, 1, 1, 2, None]
@@ -107,3 +113,58 @@ def test_mean_sum_pooling_of_a_two_piece_word_by_hand():
     two = torch.tensor([[[[[0.4, 0.2, 0.2, 0.2], [0.1, 0.5, 0.3, 0.1], [0.3, 0.3, 0.1, 0.3], [0.25] * 4]]]])
     got = pool_attention(two, torch.tensor([[0, 1, 1, 2]]), 3, "mean_sum")[0, 0, 0].numpy()
     np.testing.assert_allclose(got, [[0.4, 0.4, 0.2], [0.2, 0.6, 0.2], [0.25, 0.5, 0.25]], atol=1e-6)
+
+
+# style: (model family, tokenizer, transformers class it is saved through, special positions before the words)
+STYLES = {
+    "gpt2-byte-level": ("gpt2", "byte_level", "PreTrainedTokenizerFast", 0),
+    "qwen2-byte-level": ("qwen2", "byte_level", "PreTrainedTokenizerFast", 0),  # loads as Qwen2Tokenizer
+    "llama-unigram": ("llama", "unigram", "PreTrainedTokenizerFast", 1),
+    "llama-bpe": ("llama", "bpe", "LlamaTokenizer", 1),
+}
+
+
+@pytest.fixture(scope="module")
+def sentences():
+    return grammar_sentences(300)
+
+
+@pytest.fixture(scope="module", params=sorted(STYLES))
+def styled(request, sentences, tmp_path_factory):
+    """An encoder loaded from a tiny checkpoint with the style's tokenizer, and its special positions before
+    the words."""
+    from probing.encoder import Encoder
+
+    family, kind, cls, prefix = STYLES[request.param]
+    d = tmp_path_factory.mktemp(request.param)
+    tok = byte_level_bpe(sentences) if kind == "byte_level" else metaspace(sentences, kind)
+    build(family, vocab=save(tok, d, cls)).save_pretrained(str(d))
+    return Encoder.load(ModelConfig(name=request.param, name_or_path=str(d), device="cpu")), prefix
+
+
+def _word_pieces(tok, k: int) -> list[int]:
+    pos = np.asarray(tok.piece_position)
+    return list(np.asarray(tok.input_ids)[pos == tok.prefix + k])
+
+
+def test_each_word_decodes_to_itself_with_its_mid_sentence_pieces(styled, sentences):
+    """Every word's pieces decode to the word, and a sentence's pieces are those of its running text placed
+    after other text (a space before it): the first word gets the pieces it has mid-sentence."""
+    enc, prefix = styled
+    tokenizer, decoder = enc.tokenizer, enc.tokenizer.backend_tokenizer.decoder
+    assert set(ODD_WORDS) <= {w for s in sentences for w in s}
+    for words, tok in zip(sentences, enc.tokenize(sentences)):
+        assert not isinstance(tok, str), f"{words}: {tok}"
+        assert (tok.prefix, tok.n_positions) == (prefix, prefix + len(words))  # nothing after the words
+        pieces = [_word_pieces(tok, k) for k in range(len(words))]
+        assert all(pieces)
+        assert [decoder.decode(tokenizer.convert_ids_to_tokens(p)).strip() for p in pieces] == list(words)
+        running = tokenizer(" " + " ".join(words), add_special_tokens=False)["input_ids"]
+        assert [i for p in pieces for i in p] == running
+
+
+def test_first_word_gets_its_mid_sentence_pieces(styled):
+    enc, _ = styled
+    first, later = enc.tokenize([("The", "cat", "sat", "."), ("cat", "The", "sat", ".")])
+    assert _word_pieces(first, 0) == _word_pieces(later, 1)
+    assert _word_pieces(first, 1) == _word_pieces(later, 0)

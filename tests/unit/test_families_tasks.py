@@ -1,6 +1,8 @@
 """Every family end to end on a tiny random checkpoint saved like a hub model (the test WordPiece vocabulary
-attached): the heads analysis on ``norm`` maps, a structural probe on one head's stored context vectors, and
-head importance, each from the same calls the command line makes."""
+attached, or for Qwen2, which transformers loads with its byte-level BPE tokenizer class whatever tokenizer a
+checkpoint declares, a byte-level BPE trained on the grammar): the heads analysis on ``norm`` maps, a structural
+probe on one head's stored context vectors, and head importance, each from the same calls the command line
+makes."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from conftest import TINY_VOCAB
 from families import build, configs
 from omegaconf import OmegaConf
 from test_heads_task import Recorder
+from tokenizers_synth import byte_level_bpe, grammar_sentences, save
 
 from probing.config import (
     DataConfig,
@@ -29,22 +32,22 @@ from probing.tasks import importance as importance_task
 from probing.tasks import probe as probe_task
 from probing.tasks.base import RunOutput
 
-# transformers loads a Qwen2 checkpoint with Qwen2Tokenizer whatever tokenizer it declares, and word alignment
-# of byte-level BPE tokenizers on pre-split words does not hold yet: every sentence is skipped
-KNOWN = {"qwen2": "Qwen2Tokenizer replaces the checkpoint's WordPiece tokenizer; byte-level BPE alignment is open"}
-PARAMS = [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN[n], strict=True)) if n in KNOWN else n
-          for n in sorted(configs())]
+BYTE_LEVEL = {"qwen2"}  # families whose checkpoints load a byte-level BPE tokenizer class
 
 
-@pytest.fixture(scope="module", params=PARAMS)
+@pytest.fixture(scope="module", params=sorted(configs()))
 def checkpoint(request, tmp_path_factory):
     from transformers import BertTokenizerFast
 
     name = request.param
     d = tmp_path_factory.mktemp(f"tiny_{name}")
-    (d / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n")
-    BertTokenizerFast.from_pretrained(str(d), do_lower_case=True).save_pretrained(str(d))
-    build(name, vocab=len(TINY_VOCAB)).save_pretrained(str(d))
+    if name in BYTE_LEVEL:
+        vocab = save(byte_level_bpe(grammar_sentences(100)), d)
+    else:
+        (d / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n")
+        BertTokenizerFast.from_pretrained(str(d), do_lower_case=True).save_pretrained(str(d))
+        vocab = len(TINY_VOCAB)
+    build(name, vocab=vocab).save_pretrained(str(d))
     return name, ModelConfig(name=f"tiny-{name}", name_or_path=str(d), device="cpu")
 
 

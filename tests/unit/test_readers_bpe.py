@@ -78,6 +78,8 @@ def test_bpe_alignment_keeps_words_and_specials(tiny_roberta_dir, tmp_path):
     tok = enc.tokenize([words])[0]
     assert tok.prefix == 1 and tok.n_positions == len(words) + 2
     assert len(tok.input_ids) > len(words) + 2  # some words are split into several BPE pieces
+    running = enc.tokenizer(" " + " ".join(words), add_special_tokens=False)["input_ids"]
+    assert tok.input_ids[1:-1] == running  # every word, the first too, with the pieces it has mid-sentence
     c = Corpus("t", "x", (Sentence("a", words), Sentence("b", ("the", "cat"))))
     store = extract(enc, c, ExtractConfig(cache_dir=str(tmp_path), progress=False, store_dtype="float32")).store
     for i in store.indices:
