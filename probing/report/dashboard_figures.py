@@ -7,7 +7,7 @@ seconds per run).
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -132,8 +132,14 @@ def _label_set(df: pd.DataFrame, label_set: str) -> pd.DataFrame:
     return df[df["label_set"] == label_set]
 
 
+HELD_OUT_SHOWN = ("held_out_head", "held_out_accuracy", "held_out_gain", "held_out_gain_ci_low", "held_out_gain_ci_high", "p_adjusted",
+                  "beats_baseline")
+
+
 def best_heads(sources: Sequence[Any]) -> pd.DataFrame:
-    """Per source, label set, relation and direction: the head with the highest accuracy."""
+    """Per source, label set, relation and direction: the head with the highest accuracy; where the run
+    selected and scored heads on different sentences (its best_heads table), the held-out figures of the
+    relation's chosen head come first, the in-sample maximum after them."""
     rows = []
     for s in sources:
         if s.heads is None or not len(s.heads):
@@ -151,17 +157,30 @@ def best_heads(sources: Sequence[Any]) -> pd.DataFrame:
             best["measure"] = s.measure
         if "baseline_accuracy" in best.columns:
             best["gain"] = best["accuracy"] - best["baseline_accuracy"]
-        rows.append(best)
+        rows.append(_with_held_out(best, s.best))
     if not rows:
         return pd.DataFrame()
-    keep = ["source", "measure", "label_set", "relation", "direction", "layer", "head", "accuracy", "ci_low", "ci_high",
-            "n", "baseline_offset", "baseline_accuracy", "gain", "gain_ci_low", "gain_ci_high"]
+    keep = ["source", "measure", "label_set", "relation", "direction", "layer", "head", *HELD_OUT_SHOWN, "accuracy",
+            "ci_low", "ci_high", "n", "baseline_offset", "baseline_accuracy", "gain", "gain_ci_low", "gain_ci_high"]
     df = pd.concat(rows, ignore_index=True)
-    df = df[[c for c in keep if c in df.columns]]
+    df = df[[c for c in keep if c in df.columns and not (c in HELD_OUT_SHOWN and df[c].isna().all())]]
     if df["measure"].isna().all():
         df = df.drop(columns="measure")  # runs from before measures: no column of blanks
     sort = ["n", "accuracy"] if "n" in df.columns else ["accuracy"]
     return df.sort_values(sort, ascending=False, kind="stable").reset_index(drop=True)
+
+
+def _with_held_out(best: pd.DataFrame, chosen: Optional[pd.DataFrame]) -> pd.DataFrame:
+    """``best`` with the held-out columns of ``chosen`` (a best_heads table: per relation, the head chosen on
+    other sentences, ``held_out_head``, which need not be this row's in-sample maximum) on the row of that
+    relation and direction (blank elsewhere, and everywhere for a run without held-out figures)."""
+    if chosen is None or chosen["held_out_accuracy"].isna().all():
+        return best
+    on = ["label_set", "relation", "direction"]
+    picked = chosen.assign(held_out_head=[f"L{int(a)}H{int(b)}" for a, b in zip(chosen["layer"], chosen["head"])],
+                           direction=chosen["direction"].astype(str))
+    cols = [c for c in HELD_OUT_SHOWN if c in picked.columns]
+    return best.merge(picked[on + cols], on=on, how="left")
 
 
 def probe_figures(sources: Sequence[Any]) -> list[Fig]:

@@ -30,6 +30,7 @@ class Source:
     config: dict = field(default_factory=dict)
     metrics: dict = field(default_factory=dict)
     heads: Optional[pd.DataFrame] = None
+    best: Optional[pd.DataFrame] = None  # task=heads: the best head per relation, in-sample and held out
     patterns: Optional[pd.DataFrame] = None
     mds: Optional[pd.DataFrame] = None
     probes: Optional[pd.DataFrame] = None  # long: layer, head, metric, value (+ probe, model...)
@@ -104,6 +105,8 @@ def load_run(run_dir: Path) -> Source:
     src.heads = _schema_table(run_dir, schema.HEADS, need)
     if src.heads is None and _read_table(run_dir, schema.HEADS.name) is not None:
         src.notes.append(f"heads table without {'/'.join(need)} columns: left out")
+    src.best = _schema_table(run_dir, schema.BEST_HEADS, ("label_set", "relation", "direction", "layer", "head",
+                                                           "held_out_accuracy"))
     src.patterns = patterns_long(_schema_table(run_dir, schema.PATTERNS, ("layer", "head")))
     src.mds = _schema_table(run_dir, schema.HEAD_MDS, ("layer", "head", "x", "y"))
     src.probes = probe_rows(run_dir, metrics)

@@ -41,6 +41,25 @@ def test_best_heads_picks_the_argmax_per_relation_and_direction(tmp_path):
     assert (row.layer, row["head"]) == (1, 1) and row.accuracy == pytest.approx(0.4)
     assert row.gain == pytest.approx(0.4 - 0.25)
     assert best["n"].iloc[0] == 50  # most frequent relations first
+    assert "held_out_accuracy" not in best.columns  # no held-out figures in this run: no blank columns
+
+
+def test_best_heads_shows_the_held_out_figures_of_the_chosen_head_first(tmp_path):
+    """A run's best_heads table (a head chosen on other sentences, scored on these) puts its held-out figures
+    and that head's name on the row of its relation and direction, before the in-sample maximum (here another
+    head); other rows stay blank."""
+    chosen = pd.DataFrame([dict(label_set="as_is", relation="nsubj", direction="dep_to_head", layer=0, head=1,
+                                held_out_accuracy=0.31, held_out_gain=0.06, held_out_gain_ci_low=0.01,
+                                held_out_gain_ci_high=0.11, p_adjusted=0.02, beats_baseline=True)])
+    src = load_sources_from({"heads": heads_table(), "best_heads": chosen}, tmp_path)[0]
+    best = F.best_heads([src])
+    cols = list(best.columns)
+    assert cols.index("held_out_accuracy") < cols.index("accuracy") and "beats_baseline" in cols
+    row = best[(best.relation == "nsubj") & (best.direction == "dep_to_head") & (best.label_set == "as_is")].iloc[0]
+    assert (row.held_out_head, row.held_out_accuracy, row.p_adjusted, bool(row.beats_baseline)) == \
+        ("L0H1", 0.31, 0.02, True)
+    assert (row.layer, row["head"]) == (1, 1)  # the in-sample maximum, shown after
+    assert best["held_out_accuracy"].notna().sum() == 1
 
 
 def test_heads_figures_count_values_and_skip_duplicate_base_labels(tmp_path):
