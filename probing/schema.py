@@ -23,7 +23,7 @@ RENAMED_COLUMNS = {"diff": "gain", "diff_ci_low": "gain_ci_low", "diff_ci_high":
                    "heads": "head_set"}
 ALL = "all"  # the relation that pools every arc (and the heads label of a probe over every head)
 # attention-pattern metrics, in table order (``patterns`` is wide: one column each)
-PATTERN_METRICS = ("cls", "sep", "punct", "next", "prev", "self", "entropy", "uniform_entropy")
+PATTERN_METRICS = ("cls", "sep", "sink", "punct", "next", "prev", "self", "entropy", "uniform_entropy")
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,8 @@ HELD_OUT = ("held_out_n", "held_out_accuracy", "held_out_ci_low", "held_out_ci_h
 BEST_HEADS = _t("best_heads", HEADS.keys, HEADS.metrics + HELD_OUT,
                 "the best head per label set and relation: in-sample maximum, and held out")
 PATTERNS = _t("patterns", RUN_KEYS + (LAYER, HEAD), PATTERN_METRICS + ("rows",),
-              "mean attention of each head to special tokens, punctuation and neighbours; row entropy")
+              "mean attention of each head to special tokens, the first position (sink), punctuation and "
+              "neighbours; row entropy")
 PATTERNS_LAYERS = _t("patterns_layers", RUN_KEYS + (LAYER,), PATTERN_METRICS, "patterns averaged per layer")
 HEAD_DISTANCES = _t("head_distances", RUN_KEYS + ("layer_a", "head_a", "layer_b", "head_b"), ("js_distance",),
                     "Jensen-Shannon distance between every two heads")

@@ -14,8 +14,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-PATTERN_PANELS = (("cls", "[CLS]"), ("sep", "[SEP]"), ("punct", "punctuation"), ("next", "next position"),
-                  ("prev", "previous position"), ("self", "itself"))
+PATTERN_PANELS = (("cls", "[CLS]"), ("sep", "[SEP]"), ("sink", "the first position"), ("punct", "punctuation"),
+                  ("next", "next position"), ("prev", "previous position"), ("self", "itself"))
 
 
 def safe_name(text: str) -> str:
@@ -87,7 +87,6 @@ def pattern_plot(patterns: pd.DataFrame, title: str, path: Path) -> Path:
     row entropy by layer against uniform attention."""
     fig, grid = plt.subplots(2, 4, figsize=(12, 5.6))
     axes = grid.ravel()
-    axes[-1].axis("off")
     jitter = np.random.default_rng(0).uniform(-0.15, 0.15, len(patterns))
     for ax, (col, label) in zip(axes, PATTERN_PANELS):
         ax.scatter(patterns["layer"] + jitter, patterns[col], s=10, alpha=0.7)

@@ -1,9 +1,11 @@
 """Where heads look, whatever the syntax (Clark et al. 2019, section 3).
 
 Per head, the mean over attending rows of: the attention to the special positions before the words
-(``cls``: [CLS]) and after them (``sep``: [SEP]), to punctuation words, to the next position, the previous
-position and itself, and the entropy of the row (nats) beside the entropy of uniform attention over the same
-positions. Positions are the full sequence (special tokens kept), so the last word's next position is [SEP].
+(``cls``: [CLS], or a decoder's BOS) and after them (``sep``: [SEP]; none for a decoder), to the first position
+(``sink``: where a causal model parks attention it does not need, its BOS, or its first word where the tokenizer
+adds none; an encoder's [CLS]), to punctuation words, to the next position, the previous position and itself,
+and the entropy of the row (nats) beside the entropy of uniform attention over the same positions. Positions are
+the full sequence (special tokens kept), so the last word's next position is [SEP].
 A store whose rows are not distributions (``norm``, ``norm_layer``) has its rows normalised first
 (:mod:`probing.heads.rows`): its patterns are shares of each row's total.
 """
@@ -35,20 +37,23 @@ def sentence_patterns(maps: np.ndarray, prefix: int, n_words: int, punct: np.nda
     m = a.shape[-1]
     r = np.arange(prefix, prefix + n_words) if rows is PatternRows.words else np.arange(m)
     sel = a[..., r, :]  # (L, H, R, M)
-    sums = np.empty((len(METRICS),) + a.shape[:2], dtype=np.float64)
-    counts = np.empty(len(METRICS), dtype=np.int64)
-    sums[0] = sel[..., :prefix].sum(axis=(-1, -2))
-    sums[1] = sel[..., prefix + n_words:].sum(axis=(-1, -2))
-    sums[2] = sel[..., prefix + np.flatnonzero(punct)].sum(axis=(-1, -2))
     has_next, has_prev = r[r + 1 < m], r[r >= 1]
-    sums[3] = a[..., has_next, has_next + 1].sum(axis=-1)
-    sums[4] = a[..., has_prev, has_prev - 1].sum(axis=-1)
-    sums[5] = a[..., r, r].sum(axis=-1)
-    sums[6] = entr(sel).sum(axis=(-1, -2))
-    sums[7] = len(r) * np.log(m)  # every row of this sentence spans the same m positions
-    counts[:] = len(r)
-    counts[3], counts[4] = len(has_next), len(has_prev)
-    return sums, counts
+    sums = {
+        "cls": sel[..., :prefix].sum(axis=(-1, -2)),
+        "sep": sel[..., prefix + n_words:].sum(axis=(-1, -2)),
+        "sink": sel[..., 0].sum(axis=-1),
+        "punct": sel[..., prefix + np.flatnonzero(punct)].sum(axis=(-1, -2)),
+        "next": a[..., has_next, has_next + 1].sum(axis=-1),
+        "prev": a[..., has_prev, has_prev - 1].sum(axis=-1),
+        "self": a[..., r, r].sum(axis=-1),
+        "entropy": entr(sel).sum(axis=(-1, -2)),
+        "uniform_entropy": len(r) * np.log(m),  # every row of this sentence spans the same m positions
+    }
+    counts = {"next": len(has_next), "prev": len(has_prev)}
+    out = np.empty((len(METRICS),) + a.shape[:2], dtype=np.float64)
+    for k, name in enumerate(METRICS):
+        out[k] = sums[name]
+    return out, np.array([counts.get(name, len(r)) for name in METRICS], dtype=np.int64)
 
 
 def attention_patterns(store: AttentionStore, corpus: Corpus, indices: Sequence[int], punct_upos: Sequence[str],

@@ -1,18 +1,25 @@
 """A causal model's heads scored over the arcs they can see: each direction counts only the arcs whose target
 is on the query's left (or the query itself), the baseline is taken over the same arcs, and the reachable
-shares equal a hand count; no trees are decoded from causal heads."""
+shares equal a hand count; no trees are decoded from causal heads. The patterns' ``sink`` of a tiny causal
+model's store is the mean attention to its first position (BOS, or the first word without one)."""
 
 from __future__ import annotations
 
 import json
 
 import numpy as np
+import pytest
+from families import build
 from heads_store import build_store
 from omegaconf import OmegaConf
 from test_heads_task import Recorder
+from tokenizers_synth import byte_level_bpe, grammar_sentences, metaspace, save
 
-from probing.config import HeadsConfig
+from probing.config import ExtractConfig, HeadsConfig, ModelConfig
 from probing.corpus import Corpus, Sentence
+from probing.corpus.grammar import generate_corpus
+from probing.encoder import Encoder
+from probing.extract import extract
 from probing.results import read_table
 from probing.store import AttentionStore
 from probing.tasks.base import RunOutput
@@ -57,3 +64,36 @@ def test_each_direction_counts_only_the_arcs_it_can_see(tmp_path):
     assert b[("head_to_dep", 1)] == 1 and b[("dep_to_head", -1)] == 3 and b[("dep_to_head", 1)] == 0
     assert not (tmp_path / "run" / "trees.csv").exists() and m["conventions"]["causal"]
     assert set(np.unique(heads.direction)) == {"dep_to_head", "head_to_dep"}
+
+
+@pytest.fixture(scope="module", params=["gpt2", "llama"])
+def lm_store(request, tmp_path_factory):
+    """The attention store of 16 grammar sentences from a tiny causal model: GPT-2 with a byte-level BPE (no
+    special tokens) or Llama with a SentencePiece-style BPE (BOS only)."""
+    family = request.param
+    d = tmp_path_factory.mktemp(f"tiny_{family}")
+    sentences = grammar_sentences(100)
+    tok = byte_level_bpe(sentences) if family == "gpt2" else metaspace(sentences, "bpe")
+    build(family, vocab=save(tok, d, "PreTrainedTokenizerFast" if family == "gpt2" else "LlamaTokenizer")
+          ).save_pretrained(str(d))
+    corpus = generate_corpus(16, 0)
+    enc = Encoder.load(ModelConfig(name=f"tiny-{family}", name_or_path=str(d), device="cpu"))
+    cfg = ExtractConfig(cache_dir=str(d / "cache"), progress=False, store_dtype="float32")
+    return family, corpus, extract(enc, corpus, cfg).store
+
+
+def test_sink_is_the_mean_attention_to_the_first_position(lm_store, tmp_path):
+    family, corpus, store = lm_store
+    bos = int(family == "llama")
+    assert store.causal and (store.prefix[store.indices] == bos).all() and len(store.indices) == len(corpus)
+    h = OmegaConf.structured(HeadsConfig(min_count=1, bootstrap=0, figures=False, distances=False, trees=False))
+    analyse(corpus, store, h, 0, RunOutput(tmp_path / "run", Recorder()))
+    patterns = read_table(tmp_path / "run", "patterns").sort_values(["layer", "head"])
+    to_first = np.concatenate([store.maps(i)[:, :, bos:bos + len(corpus[i]), 0] for i in store.indices], axis=-1)
+    np.testing.assert_allclose(patterns["sink"], to_first.mean(-1).ravel(), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(patterns["sep"], 0.0, atol=1e-7)  # nothing after the words
+    if bos:
+        np.testing.assert_allclose(patterns["sink"], patterns["cls"], atol=1e-7)  # the BOS is the first position
+    else:
+        np.testing.assert_allclose(patterns["cls"], 0.0, atol=1e-7)
+        assert (patterns["sink"] > 1 / 16).all()  # the first word's row looks at itself only

@@ -21,6 +21,7 @@ def test_patterns_hand_worked():
     mean = dict(zip(METRICS, sums[:, 0, 0] / counts))
     assert mean["cls"] == pytest.approx((0.5 + 0.2) / 2)
     assert mean["sep"] == pytest.approx((0.0 + 0.5) / 2)
+    assert mean["sink"] == mean["cls"]  # the first position is [CLS]
     assert mean["punct"] == pytest.approx((0.4 + 0.0) / 2)
     assert mean["next"] == pytest.approx((0.4 + 0.5) / 2)  # w1's next position is [SEP]
     assert mean["prev"] == pytest.approx((0.5 + 0.3) / 2)  # w0's previous position is [CLS]
@@ -33,6 +34,18 @@ def test_patterns_hand_worked():
     assert counts_all[0] == 4 and sums_all[0, 0, 0] == pytest.approx(1 + 0.5 + 0.2)
     with pytest.raises(ValueError):
         sentence_patterns(a, 1, 2, np.array([False, True]), "some")
+
+
+def test_sink_without_special_tokens_is_the_first_word():
+    # a causal model whose tokenizer adds no BOS: positions w0 w1 w2, w2 punctuation
+    a = np.zeros((1, 1, 3, 3))
+    a[0, 0, 0] = [1, 0, 0]
+    a[0, 0, 1] = [0.7, 0.3, 0]
+    a[0, 0, 2] = [0.6, 0.1, 0.3]
+    sums, counts = sentence_patterns(a, 0, 3, np.array([False, False, True]), PatternRows.words)
+    mean = dict(zip(METRICS, sums[:, 0, 0] / counts))
+    assert mean["sink"] == pytest.approx((1 + 0.7 + 0.6) / 3)
+    assert mean["cls"] == 0 and mean["sep"] == 0 and mean["punct"] == pytest.approx(0.3 / 3)
 
 
 def test_pattern_table_and_layer_means(tmp_path):
