@@ -68,7 +68,8 @@ CAPABILITIES = (
     ("`hidden` vectors", None),
     ("`heads` vectors, gates, `task=importance`", "heads"),
     ("`norm`, `norm_layer`", "norm"),
-    ("ALTI, GlobEnc, value zeroing", "block"),
+    ("ALTI, value zeroing", "block"),
+    ("GlobEnc", "globenc"),
 )
 START, END = "<!-- support matrix: python tests/families.py --readme -->", "<!-- end of support matrix -->"
 

@@ -132,13 +132,20 @@ def family_of(model: nn.Module) -> tuple[Family, list[nn.Module]]:
         if isinstance(layers, nn.ModuleList) and len(layers):
             cls = type(layers[0]).__name__
             if cls in fam.layer_classes:
-                return fam, _called(model, fam, list(layers))
+                return _wired(model, fam), _called(model, fam, list(layers))
             seen.append(cls)
     found = seen[0] if seen else "no layer list"
     names = ", ".join(f.name for f in FAMILIES)
     raise LayoutError(f"{type(model).__name__} ({found}): no layout entry; supported families: {names}. Add one "
                       "Family entry (its module paths and wiring) to probing/mixing/families.py, with its "
                       "tiny-config test")
+
+
+def _wired(model: nn.Module, fam: Family) -> Family:
+    """The entry as this checkpoint wires its blocks: a GPT-NeoX config with ``use_parallel_residual`` off is
+    pre-LN (``h = x + attn(LN1(x))``, then ``h + mlp(LN2(h))``)."""
+    parallel = getattr(getattr(model, "config", None), "use_parallel_residual", True)
+    return replace(fam, wiring=Wiring.pre_ln) if fam.wiring is Wiring.parallel and parallel is False else fam
 
 
 def _called(model: nn.Module, fam: Family, layers: list[nn.Module]) -> list[nn.Module]:

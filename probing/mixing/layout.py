@@ -2,10 +2,13 @@
 gives the attention weights.
 
 The parts are found through the model's family entry (:mod:`probing.mixing.families`), so this module needs
-only torch, never transformers. Every family gives the heads' context vectors and values; the block measures
-(ALTI, GlobEnc, value zeroing) read a post-LayerNorm layer ``h = LN1(x + Σ_h α^h f^h(x) + b_O)`` then
-``y = LN2(h + FFN(h))``. The FFN is called from its own modules, so ``Encoder.skip_last_ffn`` (which bypasses
-the layer's ``feed_forward_chunk``) does not change what the measures see.
+only torch, never transformers. Every family gives the heads' context vectors and values. The block measures
+read the layer's input x (the residual) and its second norm and FFN as the wiring places them: post-LN
+``h = LN1(x + Σ_h α^h f^h(x) + b_O)`` then ``LN2(h + FFN(h))`` (ALTI, GlobEnc, value zeroing); pre-LN
+``h = x + Σ_h α^h f^h(LN1(x)) + b_O`` then ``h + FFN(LN2(h))`` and parallel ``h + FFN(LN2(x))`` (ALTI, value
+zeroing; GlobEnc is refused, :func:`layer_parts`). The FFN is called from its own modules, so
+``Encoder.skip_last_ffn`` (which bypasses the layer's ``feed_forward_chunk``) does not change what the
+measures see.
 """
 
 from __future__ import annotations
@@ -34,15 +37,24 @@ from probing.mixing.families import (
 
 @dataclass(frozen=True)
 class Norm:
-    """A LayerNorm's parameters: ``γ ⊙ (z - mean z) / sqrt(var z + eps) + β`` over the last axis."""
+    """A norm's parameters over the last axis: a LayerNorm's ``γ ⊙ (z - mean z) / sqrt(var z + eps) + β``, or
+    with ``centre`` False an RMSNorm's ``γ ⊙ z / sqrt(mean z^2 + eps)`` (β zero, as for a bias-free LayerNorm)."""
 
     weight: torch.Tensor  # (D,)
     bias: torch.Tensor  # (D,)
     eps: float
+    centre: bool = True
 
     @classmethod
-    def of(cls, ln: nn.LayerNorm) -> "Norm":
-        return cls(ln.weight.detach().float(), ln.bias.detach().float(), float(ln.eps))
+    def of(cls, norm: nn.Module) -> "Norm":
+        """From an ``nn.LayerNorm`` or an RMSNorm (:func:`norm_kind`), in float32."""
+        weight = norm.weight.detach().float()
+        bias = getattr(norm, "bias", None)
+        bias = torch.zeros_like(weight) if bias is None else bias.detach().float()
+        if isinstance(norm, nn.LayerNorm):
+            return cls(weight, bias, float(norm.eps))
+        eps = getattr(norm, "variance_epsilon", getattr(norm, "eps", None))
+        return cls(weight, bias, torch.finfo(torch.float32).eps if eps is None else float(eps), centre=False)
 
     def scale(self, z: torch.Tensor) -> torch.Tensor:
         """``1 / sqrt(var z + eps)`` per vector, keepdim: the factor that makes LN linear in fixed context."""
@@ -50,13 +62,13 @@ class Norm:
 
     def split(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``(γ ⊙ (z - mean z), scale(z))``, so that ``LN(z) = first · scale + β``; the variance from the
-        centred values (torch's ``var`` is 2.5x slower on (B, T, D))."""
-        c = z - z.mean(-1, keepdim=True)
+        centred values (torch's ``var`` is 2.5x slower on (B, T, D)); an RMSNorm's ``(γ ⊙ z, scale(z))``."""
+        c = z - z.mean(-1, keepdim=True) if self.centre else z
         return self.weight * c, torch.rsqrt(c.square().mean(-1, keepdim=True) + self.eps)
 
     def centred(self, v: torch.Tensor) -> torch.Tensor:
         """``γ ⊙ (v - mean v)``: LN's centring and gain, the linear part before the scale."""
-        return self.weight * (v - v.mean(-1, keepdim=True))
+        return self.weight * (v - v.mean(-1, keepdim=True) if self.centre else v)
 
     def linear(self, v: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
         """LN as a linear map of a part ``v`` of the normalised sum, given that sum's ``scale`` (no β)."""
@@ -65,6 +77,16 @@ class Norm:
     def __call__(self, z: torch.Tensor) -> torch.Tensor:
         c, scale = self.split(z)
         return c * scale + self.bias
+
+
+def norm_kind(norm: Optional[nn.Module]) -> Optional[str]:
+    """``layer_norm`` (an ``nn.LayerNorm`` with a gain), ``rms_norm`` (a module named ``...RMSNorm`` with a
+    ``weight``: transformers' Llama, Qwen2 and Mistral norms, torch's ``nn.RMSNorm``), else None."""
+    if getattr(norm, "weight", None) is None:
+        return None
+    if isinstance(norm, nn.LayerNorm):
+        return "layer_norm"
+    return "rms_norm" if type(norm).__name__.endswith("RMSNorm") else None
 
 
 def key_lengths(probs: torch.Tensor) -> torch.Tensor:
@@ -79,24 +101,34 @@ class LayerPieces:
     """What one layer computed in a forward pass, in float32, ``B`` sentences of ``T`` pieces, ``H`` heads.
 
     ``f[b, h, j]`` is ``(x_j W_V^h + b_V^h) W_O^h``, head h's transformed value of piece j (Kobayashi et al.
-    2020), so that the attention block's output before LN1 is ``Σ_h Σ_j α^h_ij f^h_j + b_O + x_i``. ``f`` is
+    2020; ``LN1(x_j)`` in place of ``x_j`` in pre-LN and parallel blocks), so that the attention block's output
+    with its residual is ``Σ_h Σ_j α^h_ij f^h_j + b_O + x_i`` (post-LN: LN1's input). ``f`` is
     computed on first use (``(B, H, T, D)``, as much work as the layer's value projection times ``D / d``);
     measures that need less (``norm``: only ``||f||``; ALTI: ``f`` after a linear map) read ``values`` and
     ``w_o`` through :meth:`transformed` and :meth:`f_norms`.
     """
 
-    # (B, T, D) the layer's input, which is also the residual (post-LN blocks; None where not captured)
+    # (B, T, D) the layer's input, the residual (None where not captured): the attention module's input in a
+    # post-LN block, the first norm's input in a pre-LN or parallel one
     x: Optional[torch.Tensor]
     probs: torch.Tensor  # (B, H, T, T) attention weights, rows = queries
     values: torch.Tensor  # (B, H, T, d) value vectors x_j W_V^h + b_V^h
     w_o: torch.Tensor  # (D, H, d) the output projection, one (D, d) slice per head
     b_o: torch.Tensor  # (D,)
-    ln1: Optional[Norm]  # the block's norms and FFN (None: only the per-head parts were captured)
+    # the block's norms and FFN (None: only the per-head parts were captured; ln1 also None in a pre-LN or
+    # parallel block, whose values already come from LN1(x))
+    ln1: Optional[Norm]
     ln2: Optional[Norm]
     ffn: Optional[Callable[[torch.Tensor], torch.Tensor]]  # (..., D) -> (..., D), no residual
     # (B, T, D) LN1's input as the model computed it (hooked); the measures' decomposition sums to it
     ln1_in: Optional[torch.Tensor] = None
     scratch: Optional[Buffers] = None  # shared by the layers of a pass, and by passes (:meth:`f_lent`)
+    wiring: Wiring = Wiring.post_ln
+
+    @property
+    def post_ln_block(self) -> bool:
+        """A post-LN block was captured: norm_layer, ALTI and GlobEnc share its decomposition through LN1."""
+        return self.ln1 is not None and self.wiring is Wiring.post_ln
 
     @functools.cached_property
     def f(self) -> torch.Tensor:
@@ -144,20 +176,38 @@ class LayerPieces:
 
 
 def layer_parts(model: nn.Module, capability: str = "block") -> list[BlockParts]:
-    """Every layer's parts in call order (:mod:`probing.mixing.families`); ``capability``: ``heads``, ``norm`` or
-    ``block`` (ALTI, GlobEnc, value zeroing: the whole post-LayerNorm block), refused in one line where the
-    model's layout lacks what it needs."""
-    parts = block_parts(model, capability)
-    if capability == "block" and parts and parts[0].family.wiring is not Wiring.post_ln:
-        fam = parts[0].family
-        raise LayoutError(f"ALTI, GlobEnc and value zeroing are defined here for post-LayerNorm blocks; "
-                          f"{fam.name} is {fam.wiring} (norm and norm_layer work on every family)")
-    if capability == "block":
-        for p in parts:
-            if not isinstance(p.norm1, nn.LayerNorm) or not isinstance(p.norm2, nn.LayerNorm):
-                raise LayoutError(f"{p.family.name} layer {p.index}: the block measures need LayerNorms, found "
-                                  f"{type(p.norm1).__name__} and {type(p.norm2).__name__}")
+    """Every layer's parts in call order (:mod:`probing.mixing.families`); ``capability``: ``heads``, ``norm``,
+    ``block`` (ALTI and value zeroing: the whole block, any wiring) or ``globenc`` (the block, post-LN only),
+    refused in one line where the model's layout lacks what it needs."""
+    block = capability in ("block", "globenc")
+    parts = block_parts(model, "block" if block else capability)
+    if block and parts:
+        _check_block(parts, capability)
     return parts
+
+
+def _check_block(parts: list[BlockParts], capability: str) -> None:
+    """The norms the block measures read: a post-LN block's two LayerNorms (folded into the decomposition), a
+    pre-LN or parallel block's second norm (value zeroing re-runs it; the first may be anything, even
+    ``nn.Identity``, since only its input, the residual, is read). GlobEnc: post-LN only."""
+    fam = parts[0].family
+    post = fam.wiring is Wiring.post_ln
+    if capability == "globenc" and not post:
+        raise globenc_refused(fam.wiring, fam.name)
+    for p in parts:
+        if post and not (isinstance(p.norm1, nn.LayerNorm) and isinstance(p.norm2, nn.LayerNorm)):
+            raise LayoutError(f"{fam.name} layer {p.index}: the block measures need LayerNorms, found "
+                              f"{type(p.norm1).__name__} and {type(p.norm2).__name__}")
+        if not post and norm_kind(p.norm2) is None:
+            raise LayoutError(f"{fam.name} layer {p.index}: value zeroing needs a LayerNorm or an RMSNorm before "
+                              f"the feed-forward block, found {type(p.norm2).__name__}")
+
+
+def globenc_refused(wiring: Wiring, family: str = "this model") -> LayoutError:
+    """The one line that refuses GlobEnc off post-LN blocks."""
+    return LayoutError(f"GlobEnc is defined for post-LayerNorm blocks only: it folds both LayerNorms of the block "
+                       f"into its decomposition, and the output of a {wiring} block ({family}) is not normalised; "
+                       "alti and value_zeroing work on every wiring")
 
 
 class Capture:
@@ -193,19 +243,24 @@ class Capture:
         scratch = Buffers() if buffers is None else buffers
         for k, p in enumerate(self.parts):
             a = probs[k] if probs is not None else self.probs[k]
-            v = self.values[k]
-            if a is None or v is None:
+            if a is None or self.values[k] is None:
                 raise RuntimeError(f"layer {k}: the forward pass did not reach its attention (no pass run, or "
                                    "an attention implementation that returns no weights)")
-            w_o = projection_weight(p.out).float()
-            n_heads = a.shape[1]
-            block = self.x[k] is not None
-            out.append(LayerPieces(
-                _float(self.x[k]), a.float(), v.float(), w_o.view(w_o.shape[0], n_heads, -1),
-                projection_bias(p.out, w_o.shape[0], w_o).float(), Norm.of(p.norm1) if block else None,
-                Norm.of(p.norm2) if block else None, _float_ffn(p.ffn, self.x[k].dtype) if block else None,
-                _float(self.ln1_in[k]), scratch))
+            out.append(self._layer(k, p, a, scratch))
         return out
+
+    def _layer(self, k: int, p: BlockParts, probs: torch.Tensor, scratch: Buffers) -> LayerPieces:
+        """Layer k's pieces in float32; the norms and FFN where the block was captured (``x`` filed)."""
+        w_o = projection_weight(p.out).float()
+        x = self.x[k]
+        wiring = p.family.wiring
+        ln1 = Norm.of(p.norm1) if x is not None and wiring is Wiring.post_ln else None
+        ln2 = Norm.of(p.norm2) if x is not None else None
+        ffn = _float_ffn(p.ffn, x.dtype) if x is not None else None
+        return LayerPieces(_float(x), probs.float(), self.values[k].float(),
+                           w_o.view(w_o.shape[0], probs.shape[1], -1),
+                           projection_bias(p.out, w_o.shape[0], w_o).float(), ln1, ln2, ffn,
+                           _float(self.ln1_in[k]), scratch, wiring)
 
 
 def _float(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
@@ -223,12 +278,14 @@ def _float_ffn(ffn: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype
 @contextmanager
 def capture(model: nn.Module, need: str = "block") -> Iterator[Capture]:
     """Hooks on what ``need`` reads (``heads``: the output projections' inputs, the heads' context vectors;
-    ``norm``: also the value projections' outputs; ``block``: also every attention module's input x and
-    weights α and the first norm's input), removed on exit. Run the model's forward pass (with eager attention)
-    inside the block; each hook files its tensor under the layer it was called for (:class:`CallOrder`)."""
+    ``norm``: also the value projections' outputs; ``block``: also every layer's input x, its weights α and,
+    post-LN, the first norm's input; ``globenc``: ``block``, refused off post-LN), removed on exit. Run the
+    model's forward pass (with eager attention) inside the block; each hook files its tensor under the layer
+    it was called for (:class:`CallOrder`)."""
     if need == "norm" and family_of(model)[0].wiring is Wiring.post_ln:
         need = "block"  # the block's shared decomposition gives norm_layer as it gives ALTI and GlobEnc
     cap = Capture(layer_parts(model, need))
+    need = "block" if need == "globenc" else need
     n = len(cap.parts)
     handles = []
 
@@ -247,12 +304,18 @@ def capture(model: nn.Module, need: str = "block") -> Iterator[Capture]:
         hooked([p.value_module for p in cap.parts],
                lambda k, m, args, out: cap.values.__setitem__(k, cap.parts[k].values_of(out)), pre=False)
     if need == "block":
+        # the residual x: the attention module's input in a post-LN layer, the first norm's input in a pre-LN
+        # or parallel one (whose attention reads LN1(x)); a post-LN first norm's input is LN1's input
+        post = not cap.parts or cap.parts[0].family.wiring is Wiring.post_ln
+
         def on_attention(k: int, module: nn.Module, args: tuple, kwargs: dict, output: Any) -> None:
-            cap.x[k] = args[0] if args else kwargs["hidden_states"]
+            if post:
+                cap.x[k] = args[0] if args else kwargs["hidden_states"]
             cap.probs[k] = output[1] if isinstance(output, tuple) and len(output) > 1 else None
 
         hooked([p.attention for p in cap.parts], on_attention, pre=False, kwargs=True)
-        hooked([p.norm1 for p in cap.parts], lambda k, m, args: cap.ln1_in.__setitem__(k, args[0]), pre=True)
+        hooked([p.norm1 for p in cap.parts], lambda k, m, args: (cap.ln1_in if post else cap.x).__setitem__(
+            k, args[0]), pre=True)
     try:
         yield cap
     finally:

@@ -13,8 +13,9 @@ from typing import Callable, Iterator, NamedTuple, Optional, Sequence
 import torch
 
 from probing.config import Measure
+from probing.mixing.families import Wiring
 from probing.mixing.kernels import key_terms, quad_forms
-from probing.mixing.layout import LayerPieces
+from probing.mixing.layout import LayerPieces, globenc_refused
 
 # elements of one (B, rows, T, D) block of token vectors; 2**25 float32 = 128 MiB
 BLOCK_ELEMENTS = 2**25
@@ -136,7 +137,7 @@ def _weighted_sq_norms_dense(probs: torch.Tensor, gram: torch.Tensor) -> torch.T
 def norm_layer(p: LayerPieces) -> torch.Tensor:
     """``||Σ_h α^h_ij f^h(x_j)||``, the heads' output for piece j seen from query i (from the block's shared
     decomposition where the block was captured, else from the Gram matrices of ``f`` alone)."""
-    if p.ln1 is not None:
+    if p.post_ln_block:
         return contributions(p, [Measure.norm_layer])[Measure.norm_layer]
     gram = torch.einsum("bhtd,bktd->bthk", p.f, p.f)  # (B, T, H, H): <f^h_j, f^k_j>
     return weighted_sq_norms(p, [gram])[0].clamp(min=0).sqrt()[:, None]
@@ -157,7 +158,8 @@ def _mix(probs: torch.Tensor, f: torch.Tensor, x: torch.Tensor, rows: slice) -> 
 
 
 def ln1_input(p: LayerPieces) -> torch.Tensor:
-    """``Σ_h Σ_j α^h_ij f^h(x_j) + b_O + x_i`` (B, T, D), without the (B, T, T, D) vectors."""
+    """``Σ_h Σ_j α^h_ij f^h_j + b_O + x_i`` (B, T, D), without the (B, T, T, D) vectors: LN1's input in a
+    post-LN block, the residual stream after the attention block in a pre-LN or parallel one."""
     return torch.einsum("bhij,bhjd->bid", p.probs, p.f) + p.b_o + p.x
 
 
@@ -221,10 +223,45 @@ def alti_l1_scores_dense(probs: torch.Tensor, f1: torch.Tensor, x1: torch.Tensor
 
 
 def alti(p: LayerPieces) -> torch.Tensor:
-    return contributions(p, [Measure.alti])[Measure.alti]
+    """ALTI (B, 1, T, T): through LN1 in a post-LN block (:func:`contributions`), on the residual stream in a
+    pre-LN or parallel one (:func:`alti_residual_stream`)."""
+    if p.wiring is Wiring.post_ln:
+        return contributions(p, [Measure.alti])[Measure.alti]
+    return alti_residual_stream(p)
+
+
+def alti_residual_stream(p: LayerPieces) -> torch.Tensor:
+    """ALTI of a pre-LN or parallel block (B, 1, T, T), as Ferrando et al. (2023, "Explaining How Transformers
+    Use Context to Build Predictions", the section on ALTI in decoder language models) define it for the
+    attention block; the authors' encoder ALTI code takes the same decomposition for pre-LayerNorm models.
+
+    The residual stream after the attention block is ``y_i = x_i + Σ_j Σ_h α^h_ij f^h_j + b_O``, x the layer's
+    input; ``f^h_j = v^h_j W_O^h`` with ``v_j`` computed from ``LN1(x_j)``: LN1 acts on each token alone, so
+    it is inside the values the model computed, not a map to fold in as in a post-LN block. Token j's
+    contribution is ``z_ij = Σ_h α^h_ij f^h_j + [i = j] x_i`` (the residual is token i's own); ``b_O`` is in
+    y and in no ``z``. Scores are the L1 proximity ``max(0, ||y_i||_1 - ||y_i - z_ij||_1)``, rows normalised;
+    a key that no head of query i attends to (right of a causal query, padding) adds the zero vector and
+    scores 0. Ferrando & Voita (2024, "Information Flow Routes", the method section on the importance of
+    edges) score with the same proximity but take each head's ``α^h_ij f^h_j`` and the residual as parts of
+    their own; here the heads are summed per token, as ALTI does, to give one map per layer.
+
+    A parallel block adds ``FFN(LN2(x_i))`` to the same sum: it reads token i alone, so the map covers
+    ``x + attn`` and leaves the FFN term out, as a pre-LN block's FFN (which follows ``y``) is left out.
+    """
+    scores = alti_l1_scores_dense(p.probs, p.f, p.x, ln1_input(p))
+    eye = torch.eye(scores.shape[-1], dtype=torch.bool, device=scores.device)
+    return normalise_rows(scores * (attended(p) | eye))[:, None]
+
+
+def attended(p: LayerPieces) -> torch.Tensor:
+    """``(B, T, T)`` bool: some head of query i gives key j a weight above 0."""
+    return p.probs.amax(dim=1) > 0
 
 
 def globenc(p: LayerPieces) -> torch.Tensor:
+    """GlobEnc (B, 1, T, T), post-LN blocks only (:func:`contributions`)."""
+    if p.wiring is not Wiring.post_ln:
+        raise globenc_refused(p.wiring)
     return contributions(p, [Measure.globenc])[Measure.globenc]
 
 
@@ -237,12 +274,19 @@ def cosine_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def value_zeroing(p: LayerPieces) -> torch.Tensor:
     """Mohebbi et al. (2023): the cosine distance between piece i's layer output and its output when piece
-    j's value vectors are zeroed in every head, rows normalised.
+    j's value vectors are zeroed in every head (a shared key/value head once for all the heads it serves),
+    rows normalised; keys no query attends to (padding) score 0.
 
-    Zeroing j's values changes no weight and removes exactly ``g_ij = Σ_h α^h_ij f^h(x_j)`` from LN1's input,
-    so each "extra pass" is LN1 -> FFN -> LN2 on ``pre_i - g_ij``: run for a block of zeroed tokens at once.
-    Keys no query attends to (padding) score 0.
-    """
+    Zeroing j's values changes no weight and removes exactly ``g_ij = Σ_h α^h_ij f^h_j`` from the attention
+    block's sum, so each "extra pass" re-runs only what follows that sum, for a block of zeroed tokens at once:
+    LN1 -> FFN -> LN2 on ``pre_i - g_ij`` (post-LN), ``h' + FFN(LN2(h'))`` on ``h' = h_i - g_ij`` (pre-LN),
+    ``h' + FFN(LN2(x_i))`` (parallel, whose FFN reads the layer's input and so does not change)."""
+    if p.wiring is Wiring.post_ln:
+        return _value_zeroing_post_ln(p)
+    return _value_zeroing_residual(p)
+
+
+def _value_zeroing_post_ln(p: LayerPieces) -> torch.Tensor:
     b, t, d = p.x.shape
     pre = _pre_ln1(p)
     h = p.ln1(pre)
@@ -255,6 +299,24 @@ def value_zeroing(p: LayerPieces) -> torch.Tensor:
         dist[:, :, cols] = cosine_distance(y_zero, y[:, :, None])
     used = p.probs.amax(dim=(1, 2)) > 0  # (B, T): keys that receive any weight
     return normalise_rows(dist * used[:, None, :])[:, None]
+
+
+def _value_zeroing_residual(p: LayerPieces) -> torch.Tensor:
+    """:func:`value_zeroing` of a pre-LN or parallel block; a key no head of query i attends to leaves i's
+    output as it was and scores 0."""
+    b, t, d = p.x.shape
+    h = ln1_input(p)  # the residual stream after the attention block
+    parallel = p.wiring is Wiring.parallel
+    mlp = p.ffn(p.ln2(p.x if parallel else h))
+    y = h + mlp
+    dist = torch.zeros(b, t, t, device=p.x.device)
+    for cols in _blocks(t, 8 * b * t * d):
+        g = torch.einsum("bhij,bhjd->bijd", p.probs[..., cols], p.f[:, :, cols])  # (B, T, J, D)
+        h_zero = h[:, :, None] - g
+        # contiguous: a Conv1D (GPT-2) views its input flat
+        y_zero = h_zero + (mlp[:, :, None] if parallel else p.ffn(p.ln2(h_zero).contiguous()))
+        dist[:, :, cols] = cosine_distance(y_zero, y[:, :, None])
+    return normalise_rows(dist * attended(p))[:, None]
 
 
 LAYER_MEASURES: dict[Measure, Callable[[LayerPieces], torch.Tensor]] = {
@@ -283,14 +345,18 @@ def rollout(maps: torch.Tensor, residual: bool) -> torch.Tensor:
 
 
 # What of a layer each measure reads (probing.mixing.families.NEEDS): per-head value vectors and the output
-# projection, or the whole post-LayerNorm block.
+# projection, or the whole block (GlobEnc: a post-LayerNorm one).
 BLOCK_MEASURES = frozenset({Measure.alti, Measure.globenc, Measure.value_zeroing, Measure.alti_rollout,
                             Measure.globenc_rollout, Measure.value_zeroing_rollout})
+GLOBENC = frozenset({Measure.globenc, Measure.globenc_rollout})
 
 
 def needs(measures: Sequence[Measure]) -> str:
-    """The capture a list of measures needs: ``block``, ``norm`` or (no measure beyond the weights) ``heads``."""
+    """The capture a list of measures needs: ``globenc`` (the block, refused off post-LN before any pass),
+    ``block``, ``norm`` or (no measure beyond the weights) ``heads``."""
     wanted = {Measure(m) for m in measures} - {Measure.attention, Measure.rollout}
+    if wanted & GLOBENC:
+        return "globenc"
     return "block" if wanted & BLOCK_MEASURES else "norm" if wanted else "heads"
 
 
@@ -301,7 +367,7 @@ def compute(measures: Sequence[Measure], pieces: Sequence[LayerPieces]) -> dict[
     ALTI and GlobEnc share one decomposition."""
     wanted = [Measure(m) for m in measures]
     bases = {ROLLOUTS[m][0] if m in ROLLOUTS else m for m in wanted}
-    shared = [m for m in SHARED if m in bases] if pieces and pieces[0].ln1 is not None else []
+    shared = [m for m in SHARED if m in bases] if pieces and pieces[0].post_ln_block else []
     per_layer: dict[Measure, list[torch.Tensor]] = {m: [] for m in bases}
     for p in pieces:
         got = contributions(p, shared) if shared else {}
