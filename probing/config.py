@@ -426,6 +426,9 @@ class ImportanceConfig(SplitSettings, BootstrapSettings):
     attachment_negatives: int = 5  # arc probe: wrong candidate heads drawn per dependent for training
     mlm_rate: float = 0.15  # mlm readout: share of each sentence's words masked (seeded, same in every ablation)
     min_count: int = 50  # relations with fewer evaluation arcs are not reported (``all`` always is)
+    # the unablated readout should beat its trivial baselines (attachment: the left and right chains; relation:
+    # the majority label) by this much; metrics.json and the console say whether it does
+    baseline_margin: float = 0.05
     layer_in: bool = True  # leave-one-layer-in: every head outside one layer ablated
     pruning: bool = True  # pruning curves (10% steps): gradient, attention accuracy and random orders
     pruning_step: float = 0.1

@@ -53,6 +53,24 @@ class Arcs:
     group: torch.Tensor
 
 
+def trivial_baselines(metric: str, train: Corpus, corpus: Corpus) -> dict[str, float]:
+    """What a readout that reads nothing scores on the evaluation corpus's non-root arcs: ``uas`` (the
+    attachment readout) by the chains, every word attached to the word on its left or on its right;
+    ``accuracy`` (the relation readout) by the training arcs' most frequent label; none for the others."""
+    arcs = [(w, h, r) for s in corpus for w, (h, r) in enumerate(zip(s.heads or (), s.relations or ())) if h >= 0]
+    if not arcs:
+        return {}
+    w, h = np.array([a[0] for a in arcs]), np.array([a[1] for a in arcs])
+    if metric == "uas":
+        return {"left_chain": float(np.mean(h == w - 1)), "right_chain": float(np.mean(h == w + 1))}
+    if metric == "accuracy":
+        labels = [r for s in train for r, g in zip(s.relations or (), s.heads or ()) if g >= 0]
+        if labels:
+            top = max(set(labels), key=labels.count)
+            return {f"majority ({top})": float(np.mean([a[2] == top for a in arcs]))}
+    return {}
+
+
 def relation_groups(corpus: Corpus) -> list[str]:
     """``all`` then every relation of the corpus's non-root arcs, sorted."""
     rels = {r for s in corpus for r, h in zip(s.relations or (), s.heads or ()) if h >= 0}

@@ -54,7 +54,13 @@ from probing.importance.gates import head_means
 from probing.importance.inputs import make_batches
 from probing.importance.probes import fit_attachment, fit_relation
 from probing.importance.pruning import gradient_order, order_settings, random_orders, removed_counts
-from probing.importance.readouts import EmbeddingReadout, MlmReadout, has_mlm_head, mlm_unavailable
+from probing.importance.readouts import (
+    EmbeddingReadout,
+    MlmReadout,
+    has_mlm_head,
+    mlm_unavailable,
+    trivial_baselines,
+)
 from probing.importance.scores import evaluate, gradients
 from probing.importance.tables import (
     drop_rows,
@@ -274,6 +280,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     keep = kept_groups(groups, sums.n, imp.min_count)
     drop_table, drop, drop_samp = drop_rows(sums, groups, keep, labels, readout.metric, weights, imp.ci)
     metrics[f"clean_{readout.metric}"] = float((sums.clean_hits.sum(0) / np.maximum(sums.n.sum(0), 1))[0])
+    metrics.update(_against_baselines(metrics[f"clean_{readout.metric}"], readout.metric, train, corpus, imp))
     single = drop[: p.n_layers * p.n_heads] if want_ablation else None
     tables = [drop_table] if want_ablation else []
     if want_gradient:
@@ -428,9 +435,28 @@ def _within_5_points(curve: pd.Series) -> float:
     return float(curve.index[max(first_bad - 1, 0)])
 
 
+def _against_baselines(clean: float, metric: str, train: Corpus, corpus: Corpus, imp: ImportanceConfig) -> dict:
+    """The unablated readout beside its trivial baselines (:func:`trivial_baselines`): whether it beats the
+    best of them by ``importance.baseline_margin`` (None where the readout has no trivial baseline)."""
+    base = trivial_baselines(metric, train, corpus)
+    if not base:
+        return {"readout_baselines": {}, "readout_margin": None, "readout_beats_baselines": None}
+    margin = clean - max(base.values())
+    beats = bool(margin >= imp.baseline_margin)
+    if not beats:
+        log.warning("the unablated %s readout (%s %.3f) does not beat its best trivial baseline by %.2f (%s): "
+                    "its drops measure a readout at baseline level", imp.readout, metric, clean,
+                    imp.baseline_margin, ", ".join(f"{k} {v:.3f}" for k, v in base.items()))
+    return {"readout_baselines": base, "readout_margin": margin, "readout_beats_baselines": beats}
+
+
 def _console(metrics: dict, metric: str) -> str:
+    base = metrics.get("readout_baselines") or {}
     lines = [f"importance: {metrics['readout']} readout, {metrics['ablation']} ablation, "
-             f"{metrics['eval_sentences']} sentences; unablated {metric} {metrics.get('clean_' + metric, float('nan')):.4f}"]
+             f"{metrics['eval_sentences']} sentences; unablated {metric} {metrics.get('clean_' + metric, float('nan')):.4f}"
+             + (f" (trivial baselines: {', '.join(f'{k} {v:.3f}' for k, v in base.items())}; "
+                + ("beats them" if metrics.get("readout_beats_baselines") else "does NOT beat them")
+                + " by the margin)" if base else "")]
     for k, v in metrics.items():
         if k.startswith("most_important_") and isinstance(v, str):
             rel = k[len("most_important_"):]

@@ -51,6 +51,10 @@ def test_importance_minilm_ewt(ewt_dir, tmp_path):
     assert metrics["most_important_all"] == f"L{int(top['layer'])}H{int(top['head'])}"
     assert metrics["most_important_all_drop"] == pytest.approx(top["score"])
     assert 0 < metrics["clean_accuracy"] <= 1
+    (name, base), = metrics["readout_baselines"].items()  # the relation readout's majority label
+    assert name.startswith("majority (") and 0 < base < 1
+    assert metrics["readout_margin"] == pytest.approx(metrics["clean_accuracy"] - base)
+    assert metrics["readout_beats_baselines"] == (metrics["readout_margin"] >= 0.05)
 
     prune = pd.read_csv(run_dir / "pruning.csv")
     p_all = prune[prune.relation == "all"]

@@ -216,3 +216,18 @@ def test_the_prunable_fraction_of_random_orders_has_a_band_of_single_orders():
     got = _bend(pd.DataFrame(rows))
     assert got["prunable_fraction_random_min"] == 0.0 and got["prunable_fraction_random_max"] == 0.5
     assert got["prunable_fraction_random"] == 0.0  # the mean curve (0.80, 0.745, ...) drops at 0.25
+
+
+def test_trivial_baselines_of_the_readouts_by_hand():
+    from probing.importance.readouts import trivial_baselines
+
+    ev = Corpus("toy", "dev", (
+        Sentence("a", ("the", "big", "cat", "sat"), (2, 2, 3, -1), ("det", "amod", "nsubj", "root")),
+        Sentence("b", ("dogs", "bark", "loudly"), (1, -1, 1), ("nsubj", "root", "advmod")),
+    ))
+    # non-root arcs (dependent, head): (0,2) (1,2) (2,3) | (0,1) (2,1): left chain w-1 hits (2,1); right
+    # chain w+1 hits (1,2) (2,3) (0,1)
+    assert trivial_baselines("uas", CORPUS, ev) == {"left_chain": 1 / 5, "right_chain": 3 / 5}
+    # CORPUS's training arcs: det, nsubj, nsubj -> nsubj; 2 of the 5 eval arcs are nsubj
+    assert trivial_baselines("accuracy", CORPUS, ev) == {"majority (nsubj)": 2 / 5}
+    assert trivial_baselines("cosine", CORPUS, ev) == {}
