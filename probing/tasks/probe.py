@@ -52,7 +52,7 @@ from probing.tasks.store_summary import describe_store, store_use
 log = logging.getLogger(__name__)
 
 # Bump when a change to the probe code changes its numbers: older results then no longer count as complete.
-PROBE_FORMAT = 7
+PROBE_FORMAT = 8
 # Extraction settings that never change the maps read (left out of the config key; ``measures`` only says which
 # other stores are built beside ``probe.measure``'s, which is in the key).
 _VOLATILE_EXTRACT = ("batch_size", "max_batch_tokens", "progress", "cache_dir", "shard_mb", "verify", "measures",

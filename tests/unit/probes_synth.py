@@ -38,9 +38,11 @@ def tree_corpus(n_sentences: int, seed: int) -> Corpus:
 
 
 def write_store(corpus: Corpus, directory: Path, seed: int = 0, strength: float = 0.8,
-                plant: bool = True, dtype: str = "float32", shard_mb: int = 0) -> AttentionStore:
+                plant: bool = True, dtype: str = "float32", shard_mb: int = 0, causal: bool = False
+                ) -> AttentionStore:
     """A store of (2 layers, 4 heads) maps with [CLS] + words + [SEP] (float32 unless ``dtype``; one shard
-    per sentence unless ``shard_mb``)."""
+    per sentence unless ``shard_mb``); ``causal``: each row keeps only the positions up to its own,
+    renormalised, and the manifest says ``causal``."""
     rng = np.random.default_rng(seed)
     directory.mkdir(parents=True, exist_ok=True)
     w = ShardWriter(directory, dtype, shard_mb=shard_mb)
@@ -58,10 +60,13 @@ def write_store(corpus: Corpus, directory: Path, seed: int = 0, strength: float 
                     row = rng.dirichlet(np.ones(m)) * (1 - strength)
                     row[target] += strength
                     maps[layer, head, 1 + d] = row
+        if causal:
+            maps = np.tril(maps)
+            maps /= maps.sum(-1, keepdims=True)
         w.add(i, maps.astype(np.float32), n_words=n, prefix=1)
     w.flush()
     write_manifest(directory, {"key": "synth", "num_layers": 2, "num_heads": 4, "n_sentences": len(corpus),
-                               "store_dtype": dtype})
+                               "store_dtype": dtype, "causal": causal})
     return AttentionStore(directory)
 
 

@@ -1,4 +1,5 @@
-"""The Attn arc probe: softmax and loss on a hand-worked two-word sentence, gradient, planted signal."""
+"""The Attn arc probe: softmax and loss on a hand-worked two-word sentence, gradient, planted signal; on a causal
+model's store, candidates on the dependent's left only."""
 
 from __future__ import annotations
 
@@ -10,10 +11,14 @@ from probes_synth import probe_cfg, splits, tree_corpus, write_store
 from scipy.optimize import check_grad
 from sklearn.base import clone
 
-from probing.config import LinearFit
-from probing.probes.arc.probe import ArcData, ArcProbe, arc_loss, run_arc
+from probing.config import FeatureSet, LinearFit
+from probing.corpus import Corpus, Sentence
+from probing.probes.arc.blocks import StoreArcData
+from probing.probes.arc.probe import ArcData, ArcProbe, arc_loss, local_index, run_arc, word_index
+from probing.probes.arc.solver import _block_loss_grad, n_params
 from probing.probes.baselines import best_offset, majority_accuracy, offset_heads, right_branching_heads
-from probing.probes.features import select_heads
+from probing.probes.features import pair_features, root_features, select_heads
+from probing.probes.pairs import candidates, corpus_words, dependents
 
 
 def two_words() -> ArcData:
@@ -103,3 +108,65 @@ def test_baselines_by_hand():
     gold = np.array([-1, 0, 1, -1, 0])  # left-branching trees
     assert best_offset(pos, n, gold, 3) == -1
     assert majority_accuracy(["a", "a", "b"], ["a", "b", "b", "b"]) == 0.25
+
+
+def mirrored(corpus: Corpus) -> Corpus:
+    """Every other sentence read backwards (its heads on the right), so arcs point both ways."""
+    out = []
+    for k, s in enumerate(corpus):
+        if k % 2:
+            n = len(s)
+            s = Sentence(s.id, s.words[::-1], tuple(-1 if h < 0 else n - 1 - h for h in s.heads[::-1]),
+                         s.relations[::-1], s.upos[::-1])
+        out.append(s)
+    return Corpus(corpus.name, corpus.split, tuple(out))
+
+
+@pytest.fixture(scope="module")
+def causal_synth(tmp_path_factory):
+    corpus = mirrored(tree_corpus(200, seed=7))
+    store = write_store(corpus, tmp_path_factory.mktemp("causal"), seed=8, causal=True)
+    return corpus, store
+
+
+def test_causal_candidates_are_the_words_on_the_left(causal_synth):
+    corpus, store = causal_synth
+    deps = dependents(corpus_words(corpus, store.indices, False, ("PUNCT",)), exclude_punct=True)
+    sel = select_heads(2, 4, None, None)
+    data = StoreArcData(store, deps.sent, deps.pos, sel, FeatureSet.both, [-1, 1], block_rows=50)
+    assert store.causal and data.causal and (data.sizes == deps.pos).all()
+    cand = candidates(deps)
+    left = cand.key < cand.query  # the candidates an encoder's store would have, cut to the left
+    X, _ = pair_features(store, cand.sent[left], cand.query[left], cand.key[left], sel, FeatureSet.both, [-1, 1])
+    R, _ = root_features(store, deps.sent, deps.pos, sel, FeatureSet.both)
+    starts = np.cumsum(data.sizes) - data.sizes
+    for b in data.blocks():
+        rows = np.concatenate([np.arange(starts[r], starts[r] + data.sizes[r]) for r in b.rows])
+        np.testing.assert_array_equal(b.X, X[rows])
+        np.testing.assert_array_equal(b.R, R[b.rows])
+    # the compiled loss and gradient see the same candidates as the blocks
+    ok = deps.head < deps.pos
+    golds = np.stack([np.where(ok, local_index(deps.pos, deps.head), -1), np.full(len(deps), -1)])
+    thetas = np.random.default_rng(0).normal(size=(2, n_params(data)))
+    loss, grad = data.loss_grad(thetas, golds)
+    parts = [_block_loss_grad(b, thetas, golds, data.n_features) for b in data.blocks()]
+    np.testing.assert_allclose(loss, sum(p[0] for p in parts), rtol=1e-6)
+    want = sum(p[1] for p in parts)
+    np.testing.assert_allclose(grad, want, rtol=1e-4, atol=1e-4 * np.abs(want).max())
+    # a fitted probe never predicts a head on the dependent's right
+    pred = word_index(deps.pos, ArcProbe().fit(data, golds[0]).predict(data))
+    assert (pred < deps.pos).all()
+
+
+def test_run_arc_on_a_causal_store_reports_what_it_can_reach(causal_synth):
+    corpus, store = causal_synth
+    train, ev = splits(corpus, store)
+    cfg = probe_cfg(kind="arc", linear=LinearFit(max_iter=300))
+    m = run_arc(cfg, train, ev, select_heads(2, 4, layer=0, head=0), 0).metrics
+    deps = dependents(ev.words(False, ("PUNCT",)), exclude_punct=True)
+    share = float(np.mean(deps.head < deps.pos))
+    assert m["candidates"] == "left" and 0.3 < share < 0.7 and m["reachable_share"] == pytest.approx(share)
+    assert m["uas_reachable"] > 0.95  # layer 0 head 0 plants the arcs it can see
+    assert m["uas"] == pytest.approx(m["uas_reachable"] * share)  # a head on the right is never predicted
+    assert m["n_train"] < len(dependents(train.words(False, ("PUNCT",)), exclude_punct=True))
+    assert 0 <= m["control_uas"] <= 1 and m["selectivity"] == pytest.approx(m["uas"] - m["control_uas"])

@@ -123,6 +123,10 @@ def _split(sizes: np.ndarray, block_rows: int) -> list[tuple[int, int]]:
 class StoreArcData:
     """Arc-probe features of dependents (sentence ``sent``, word ``pos``) built from ``store`` block by block.
 
+    A dependent's candidate heads are the positions a head's attention can reach from it, in order: every other
+    word of its sentence, or for a causal model's store (``causal``) the words on its left (ROOT beside them in
+    both cases), so no candidate lies to its right.
+
     Dependents are visited in store order (shard, then offset) so each shard is read once per pass and
     unmapped after; ``ArcBlock.rows`` maps them back to the order given. Each shard's checksum is checked on
     its first read, as for every other read of the store.
@@ -139,7 +143,10 @@ class StoreArcData:
         self.dirs = feature_directions(feature_set)
         self.offs = np.array(feature_offsets(neighbour_offsets), dtype=np.int64)
         self.planes = (sel.layers * store.num_heads + sel.heads).astype(np.int64)
-        self.sizes = store.n_words[sent].astype(np.int64) - 1
+        self.causal = bool(getattr(store, "causal", False))
+        # candidates: the words j < lim but the dependent itself
+        self.lim = pos.copy() if self.causal else store.n_words[sent].astype(np.int64)
+        self.sizes = self.lim - (self.lim > pos)
         self.n_dependents = len(sent)
         self.n_features = len(self.offs) * len(self.dirs) * len(sel)
         self.n_root_features = len(self.dirs) * len(sel)
@@ -202,8 +209,8 @@ class StoreArcData:
                 starts = np.cumsum(sizes) - sizes
                 X = xbuf[:int(sizes.sum())]
                 R = np.empty((len(rows), self.n_root_features), np.float32)
-                arc_kernels.fill(flat, arc_kernels.F16_TABLE, *self._runs(rows), self.pos[rows], starts,
-                                 self.planes, self.offs, fwd, bwd, X, R)
+                arc_kernels.fill(flat, arc_kernels.F16_TABLE, *self._runs(rows), self.pos[rows], self.lim[rows],
+                                 starts, self.planes, self.offs, fwd, bwd, X, R)
                 yield ArcBlock(X, R, sizes, rows)
 
     def loss_grad(self, thetas: np.ndarray, golds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -245,7 +252,7 @@ class StoreArcData:
                 G[:] = 0.0
                 loss_s = np.zeros((len(off), n_p))
                 coef_r = np.empty((len(rows), n_p))
-                arc_kernels.softmax_coefs(S, rs, cstart, m, n, p, lo, hi, self.pos[rows],
+                arc_kernels.softmax_coefs(S, rs, cstart, m, n, p, lo, hi, self.pos[rows], self.lim[rows],
                                           np.ascontiguousarray(golds[:, rows].T), self.offs, fwd, bwd,
                                           loss_s, G, coef_r)
                 loss += loss_s.sum(axis=0)

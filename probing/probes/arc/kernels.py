@@ -4,7 +4,9 @@ The kernels work sentence by sentence: a sentence's maps (the selected heads) ar
 ``(cell, head)`` rows in float32, so a candidate's features are a few contiguous runs of one cell's heads.
 A float16 store is read as its bit patterns through a 65,536-entry table (exact, and faster than numpy's
 conversion). Sentences come as parallel arrays: element offset ``off`` in the shard, positions ``m``, words
-``n``, special positions before the words ``p``, and their dependents ``dep_lo[s]..dep_hi[s]-1`` (word ``i[d]``).
+``n``, special positions before the words ``p``, and their dependents ``dep_lo[s]..dep_hi[s]-1`` (word ``i[d]``,
+its candidate heads the words ``j < lim[d]`` but itself: every word, ``n``, or a causal model's words on its left,
+``i``).
 
 * :func:`fill` writes the feature rows (a block of the design matrix, for the Hessian and predictions);
 * :func:`cells` and :func:`softmax_coefs` are the inner loop of every pass over the training data: the cells of
@@ -98,8 +100,9 @@ def _word_row(C, mm, pp, nn, ii, j, offs, fwd, bwd, x):  # pragma: no cover - co
 
 
 @njit(parallel=True, cache=True)
-def fill(flat, lut, off, m, n, p, dep_lo, dep_hi, i, start, planes, offs, fwd, bwd, X, R):  # pragma: no cover
-    """Word-candidate rows of ``X`` (dependent d's from row ``start[d]``, every other word in order) and ROOT
+def fill(flat, lut, off, m, n, p, dep_lo, dep_hi, i, lim, start, planes, offs, fwd, bwd, X, R
+         ):  # pragma: no cover - compiled
+    """Word-candidate rows of ``X`` (dependent d's from row ``start[d]``, its candidates in order) and ROOT
     rows ``R[d]``."""
     for s in prange(len(off)):
         mm, nn, pp = m[s], n[s], p[s]
@@ -107,7 +110,7 @@ def fill(flat, lut, off, m, n, p, dep_lo, dep_hi, i, start, planes, offs, fwd, b
         _load_cells(flat, lut, off[s], mm, planes, t, 0)
         for d in range(dep_lo[s], dep_hi[s]):
             ii = i[d]
-            for j in range(nn):
+            for j in range(lim[d]):
                 if j != ii:
                     _word_row(t, mm, pp, nn, ii, j, offs, fwd, bwd, X[start[d] + j - (1 if j > ii else 0)])
             _root_row(t, 0, mm, pp, nn, ii, fwd, bwd, R[d])
@@ -124,7 +127,7 @@ def cells(flat, lut, off, m, n, p, dep_lo, dep_hi, i, planes, fwd, bwd, cstart, 
 
 
 @njit(parallel=True, cache=True)
-def softmax_coefs(S, rs, cstart, m, n, p, dep_lo, dep_hi, i, gold, offs, fwd, bwd, loss, G, coef_r
+def softmax_coefs(S, rs, cstart, m, n, p, dep_lo, dep_hi, i, lim, gold, offs, fwd, bwd, loss, G, coef_r
                   ):  # pragma: no cover - compiled
     """From cell scores ``S`` (row = cell, column ``(o * ndirs + dir) * P + q``: head weights of probe q for
     offset o and direction dir, summed over heads) and ROOT scores ``rs`` ``(D, P)``: each sentence's summed
@@ -139,9 +142,9 @@ def softmax_coefs(S, rs, cstart, m, n, p, dep_lo, dep_hi, i, gold, offs, fwd, bw
         mm, nn, pp, base = m[s], n[s], p[s], cstart[s]
         sc = np.empty(nn)
         for d in range(dep_lo[s], dep_hi[s]):
-            ii = i[d]
+            ii, jj = i[d], lim[d]
             for q in range(n_p):
-                for j in range(nn):
+                for j in range(jj):
                     acc = 0.0
                     if j != ii:
                         for oi in range(len(offs)):
@@ -155,11 +158,11 @@ def softmax_coefs(S, rs, cstart, m, n, p, dep_lo, dep_hi, i, gold, offs, fwd, bw
                                 acc += S[base + (pp + j) * mm + pp + ii + o, col]
                     sc[j] = acc
                 top = rs[d, q]
-                for j in range(nn):
+                for j in range(jj):
                     if j != ii and sc[j] > top:
                         top = sc[j]
                 z = np.exp(rs[d, q] - top)
-                for j in range(nn):
+                for j in range(jj):
                     if j != ii:
                         z += np.exp(sc[j] - top)
                 log_z = np.log(z) + top
@@ -167,7 +170,7 @@ def softmax_coefs(S, rs, cstart, m, n, p, dep_lo, dep_hi, i, gold, offs, fwd, bw
                 jg = -1 if g < 0 else g + (1 if g >= ii else 0)
                 loss[s, q] += log_z - (rs[d, q] if g < 0 else sc[jg])
                 coef_r[d, q] = np.exp(rs[d, q] - log_z) - (1.0 if g < 0 else 0.0)
-                for j in range(nn):
+                for j in range(jj):
                     if j == ii:
                         continue
                     coef = np.exp(sc[j] - log_z) - (1.0 if j == jg else 0.0)

@@ -1,4 +1,5 @@
-"""Clark et al.'s (2019) "Attn" probe: each word's head is a softmax over the sentence's words plus ROOT.
+"""Clark et al.'s (2019) "Attn" probe: each word's head is a softmax over the sentence's words plus ROOT (for a
+causal model, over the words on its left, the only ones its heads can attend to, plus ROOT).
 
 For dependent i and candidate head j, ``score(i, j) = sum_k w_k A_k[i, j] + u_k A_k[j, i]`` over the selected
 heads k (the columns of ``X``). ROOT is scored from attention to and from the special tokens with weights of
@@ -117,17 +118,32 @@ def fit_probes(probes: list[ArcProbe], data: ArcBlocks, golds: list[np.ndarray],
 
 # ---- the arc probe task ----------------------------------------------------------------------------------
 
-def arc_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection
+def arc_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection, reachable_only: bool = False
              ) -> tuple[Words, StoreArcData]:
     """Dependents of a split (at most ``limit``, a seeded subsample) and their candidates' features, built
-    from the store block by block."""
+    from the store block by block; ``reachable_only``: only the dependents whose gold head is a candidate."""
     deps = dependents(split.words(LabelSet(pcfg.label_set) is LabelSet.base, punct_tags(pcfg)), pcfg.exclude_punct)
+    if reachable_only:
+        deps = deps.take(reachable(deps.pos, deps.head, True))
     data = StoreArcData(split.store, deps.sent, deps.pos, sel, pcfg.feature_set, list(pcfg.neighbour_offsets))
     return deps, data
 
 
+def reachable(pos: np.ndarray, heads: np.ndarray, causal: bool) -> np.ndarray:
+    """Whether each head (word index, -1 = ROOT) is among its dependent's candidates: always, or for a causal
+    model's store when it is ROOT or a word on the dependent's left."""
+    return heads < pos if causal else np.ones(len(pos), dtype=bool)
+
+
+def control_targets(deps: Words, seed: int, causal: bool) -> np.ndarray:
+    """The control task's heads (:func:`~probing.probes.control.control_heads`); for a causal model's store
+    the rule ``last`` attaches a word to the last word it can see, the one before it (ROOT for the first)."""
+    heads = control_heads(deps.word, deps.pos, deps.n, seed)
+    return np.where(heads > deps.pos, deps.pos - 1, heads) if causal else heads
+
+
 def local_index(pos: np.ndarray, heads: np.ndarray) -> np.ndarray:
-    """Head word index -> index in the dependent's candidate block (every other word, in order); -1 = ROOT."""
+    """Head word index -> index in the dependent's candidate block (the other words, in order); -1 = ROOT."""
     return np.where(heads >= 0, heads - (heads > pos), -1)
 
 
@@ -136,27 +152,46 @@ def word_index(pos: np.ndarray, local: np.ndarray) -> np.ndarray:
     return np.where(local >= 0, local + (local >= pos), -1)
 
 
-def run_arc(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, seed: int) -> ProbeResult:
-    """Train the Attn probe on ``train``, report UAS on ``ev`` beside right-branching, best-offset and the
-    control task (each word type attaches to ROOT, the first or the last word), fitted in the same passes."""
-    dtr, tr = arc_data(pcfg, train, sel)
-    dte, te = arc_data(pcfg, ev, sel)  # every evaluation dependent
-    if len(dtr) == 0 or len(dte) == 0:
-        raise ValueError("no dependents to probe in the train or eval sentences")
-    names = (pair_feature_names(sel, pcfg.feature_set, list(pcfg.neighbour_offsets))
-             + root_feature_names(sel, pcfg.feature_set))
+def _fit(pcfg: Any, dtr: Words, tr: StoreArcData, names: tuple[str, ...], seed: int) -> list[ArcProbe]:
+    """The task probe, and the control task's beside it (``probe.control``), fitted in the same passes."""
     fit = pcfg.linear
     probes = [ArcProbe(C=fit.C, max_iter=fit.max_iter, tol=fit.tol)]
     golds = [local_index(dtr.pos, dtr.head)]
     if pcfg.control:
         probes.append(ArcProbe(C=fit.C, max_iter=fit.max_iter, tol=fit.tol))
-        golds.append(local_index(dtr.pos, control_heads(dtr.word, dtr.pos, dtr.n, seed)))
-    fit_probes(probes, tr, golds, names=("task", "control")[:len(probes)])
+        golds.append(local_index(dtr.pos, control_targets(dtr, seed, tr.causal)))
+    return fit_probes(probes, tr, golds, names=("task", "control")[:len(probes)])
+
+
+def _candidate_metrics(dte: Words, pred: np.ndarray, causal: bool) -> dict[str, Any]:
+    """What the probe scores: ``candidates`` (``all`` words, or ``left`` for a causal model's store) and, for a
+    causal store, the share of eval dependents whose gold head is a candidate and the UAS over them."""
+    if not causal:
+        return {"candidates": "all"}
+    ok = reachable(dte.pos, dte.head, True)
+    return {"candidates": "left", "reachable_share": float(ok.mean()),
+            "uas_reachable": float(np.mean(pred[ok] == dte.head[ok])) if ok.any() else float("nan")}
+
+
+def run_arc(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, seed: int) -> ProbeResult:
+    """Train the Attn probe on ``train``, report UAS on ``ev`` beside right-branching, best-offset and the
+    control task (each word type attaches to ROOT, the first or the last word), fitted in the same passes.
+
+    A causal model's store gives each dependent only the words on its left as candidates (and ROOT): the probe
+    trains on the dependents whose gold head is among them, and is scored on every dependent (``uas``; a head
+    on the right is never predicted) and on those (``uas_reachable``, ``reachable_share``)."""
+    causal = bool(getattr(train.store, "causal", False))
+    dtr, tr = arc_data(pcfg, train, sel, reachable_only=causal)
+    dte, te = arc_data(pcfg, ev, sel)  # every evaluation dependent
+    if len(dtr) == 0 or len(dte) == 0:
+        raise ValueError("no dependents to probe in the train or eval sentences")
+    names = (pair_feature_names(sel, pcfg.feature_set, list(pcfg.neighbour_offsets))
+             + root_feature_names(sel, pcfg.feature_set))
+    probes = _fit(pcfg, dtr, tr, names, seed)
     probe = probes[0]
     pred = word_index(dte.pos, probe.predict(te))
     uas = float(np.mean(pred == dte.head))
     offset = best_offset(dtr.pos, dtr.n, dtr.head, pcfg.best_offset_max)
-    n_candidates = int(tr.sizes.sum())
     metrics: dict[str, Any] = {
         "uas": uas,
         "accuracy": uas,
@@ -164,15 +199,14 @@ def run_arc(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, se
         "best_offset": offset,
         "best_offset_uas": float(np.mean(offset_heads(dte.pos, dte.n, offset) == dte.head)),
         "train_loss": probe.loss_, "n_iter": probe.n_iter_, "converged": probe.converged_,
-        "n_train": int(len(dtr)), "n_eval": int(len(dte)), "n_train_candidates": n_candidates,
-        "n_features": int(tr.n_features + tr.n_root_features + 1),
+        "n_train": int(len(dtr)), "n_eval": int(len(dte)), "n_train_candidates": int(tr.sizes.sum()),
+        "n_features": int(tr.n_features + tr.n_root_features + 1), **_candidate_metrics(dte, pred, causal),
     }
     weights = [pd.DataFrame({"feature": names, "weight": probe.theta_[:-1], "probe": "task"})]
     if pcfg.control:
         cprobe = probes[1]
-        c_te = control_heads(dte.word, dte.pos, dte.n, seed)
         cpred = word_index(dte.pos, cprobe.predict(te))
-        metrics["control_uas"] = float(np.mean(cpred == c_te))
+        metrics["control_uas"] = float(np.mean(cpred == control_targets(dte, seed, causal)))
         metrics["control_accuracy"] = metrics["control_uas"]
         metrics["selectivity"] = uas - metrics["control_uas"]
         metrics["control_converged"] = cprobe.converged_
