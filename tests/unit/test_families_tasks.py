@@ -55,13 +55,18 @@ def test_heads_probe_and_importance_on_every_family(checkpoint, tmp_path):
     name, model = checkpoint
     data = DataConfig(kind=DataKind.grammar, n_sentences=24)
     ext = OmegaConf.structured(ExtractConfig(cache_dir=str(tmp_path / "cache"), progress=False,
-                                             measures=[Measure.attention, Measure.norm, Measure.norm_layer],
+                                             measures=[Measure.attention, Measure.norm, Measure.norm_layer,
+                                                       Measure.alti, Measure.value_zeroing],
                                              representations=["hidden", "heads"]))
-    h = HeadsConfig(measure=Measure.norm, min_count=1, bootstrap=0, figures=False, distances=False, trees=False)
-    got = heads_task.run(model, data, ext, h, 0, RunOutput(tmp_path / "heads", Recorder())).metrics
-    assert got["n_layers"] == 2 and got["n_heads"] == 4 and got["measure"] == "norm"
-    heads = read_table(tmp_path / "heads", "heads")
-    assert len(heads) and np.isfinite(heads["accuracy"]).all() and set(heads["layer"]) == {0, 1}
+    for measure in (Measure.norm, Measure.alti, Measure.value_zeroing):  # one store per measure, one extraction
+        h = HeadsConfig(measure=measure, min_count=1, bootstrap=0, figures=False, distances=False, trees=False)
+        run_dir = tmp_path / f"heads_{measure}"
+        got = heads_task.run(model, data, ext, h, 0, RunOutput(run_dir, Recorder())).metrics
+        per_head = measure is Measure.norm  # ALTI and value zeroing: one map per layer, read as head 0
+        assert (got["n_layers"], got["n_heads"], got["measure"]) == (2, 4 if per_head else 1, measure.value)
+        heads = read_table(run_dir, "heads")
+        assert len(heads) and np.isfinite(heads["accuracy"]).all() and set(heads["layer"]) == {0, 1}
+        assert set(heads["head"]) == ({0, 1, 2, 3} if per_head else {0})
 
     probe = ProbeConfig(kind=ProbeKind.distance, features="heads", layer=1, head=2, eval_fraction=0.25,
                         regimen=Regimen(max_epochs=2))
