@@ -171,14 +171,13 @@ def best_heads(sources: Sequence[Any]) -> pd.DataFrame:
 
 
 def _with_held_out(best: pd.DataFrame, chosen: Optional[pd.DataFrame]) -> pd.DataFrame:
-    """``best`` with the held-out columns of ``chosen`` (a best_heads table: per relation, the head chosen on
-    other sentences, ``held_out_head``, which need not be this row's in-sample maximum) on the row of that
-    relation and direction (blank elsewhere, and everywhere for a run without held-out figures)."""
+    """``best`` with the held-out columns of ``chosen`` (a best_heads table: per relation, the in-sample best
+    head's row with the held-out figures of the head(s) chosen on other sentences, ``held_out_heads``) on the
+    row of that relation and direction (blank elsewhere, and everywhere for a run without held-out figures)."""
     if chosen is None or chosen["held_out_accuracy"].isna().all():
         return best
     on = ["label_set", "relation", "direction"]
-    picked = chosen.assign(held_out_head=[f"L{int(a)}H{int(b)}" for a, b in zip(chosen["layer"], chosen["head"])],
-                           direction=chosen["direction"].astype(str))
+    picked = chosen.rename(columns={"held_out_heads": "held_out_head"}).astype({"direction": str})
     cols = [c for c in HELD_OUT_SHOWN if c in picked.columns]
     return best.merge(picked[on + cols], on=on, how="left")
 

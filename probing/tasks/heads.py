@@ -188,10 +188,11 @@ def best_table_text(best: pd.DataFrame) -> str:
     for r in b.itertuples():
         row = {"relation": r.relation, "n": int(r.n)}
         if held:  # the held-out figure first: the in-sample maximum is biased upward by the choice
-            row.update({"held out": "" if pd.isna(r.held_out_accuracy) else f"{r.held_out_accuracy:.3f}",
+            row.update({"held-out head": "" if pd.isna(r.held_out_accuracy) else r.held_out_heads,
+                        "held out": "" if pd.isna(r.held_out_accuracy) else f"{r.held_out_accuracy:.3f}",
                         "held-out CI": ci(r.held_out_ci_low, r.held_out_ci_high),
                         "held-out gain CI": ci(r.held_out_gain_ci_low, r.held_out_gain_ci_high)})
-        row.update({"best head": f"{int(r.layer)}-{int(r.head)}", "direction": r.direction,
+        row.update({"in-sample head" if held else "best head": f"{int(r.layer)}-{int(r.head)}", "direction": r.direction,
                     "in-sample max" if held else "accuracy": f"{r.accuracy:.3f}", "95% CI": ci(r.ci_low, r.ci_high),
                     "baseline": f"{r.baseline_accuracy:.3f} ({int(r.baseline_offset):+d})",
                     "gain CI": ci(r.gain_ci_low, r.gain_ci_high),

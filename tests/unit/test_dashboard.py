@@ -48,8 +48,8 @@ def test_best_heads_shows_the_held_out_figures_of_the_chosen_head_first(tmp_path
     """A run's best_heads table (a head chosen on other sentences, scored on these) puts its held-out figures
     and that head's name on the row of its relation and direction, before the in-sample maximum (here another
     head); other rows stay blank."""
-    chosen = pd.DataFrame([dict(label_set="as_is", relation="nsubj", direction="dep_to_head", layer=0, head=1,
-                                held_out_accuracy=0.31, held_out_gain=0.06, held_out_gain_ci_low=0.01,
+    chosen = pd.DataFrame([dict(label_set="as_is", relation="nsubj", direction="dep_to_head", layer=1, head=1,
+                                held_out_heads="0-1 dep_to_head (+1)", held_out_accuracy=0.31, held_out_gain=0.06, held_out_gain_ci_low=0.01,
                                 held_out_gain_ci_high=0.11, p_adjusted=0.02, beats_baseline=True)])
     src = load_sources_from({"heads": heads_table(), "best_heads": chosen}, tmp_path)[0]
     best = F.best_heads([src])
@@ -57,7 +57,7 @@ def test_best_heads_shows_the_held_out_figures_of_the_chosen_head_first(tmp_path
     assert cols.index("held_out_accuracy") < cols.index("accuracy") and "beats_baseline" in cols
     row = best[(best.relation == "nsubj") & (best.direction == "dep_to_head") & (best.label_set == "as_is")].iloc[0]
     assert (row.held_out_head, row.held_out_accuracy, row.p_adjusted, bool(row.beats_baseline)) == \
-        ("L0H1", 0.31, 0.02, True)
+        ("0-1 dep_to_head (+1)", 0.31, 0.02, True)
     assert (row.layer, row["head"]) == (1, 1)  # the in-sample maximum, shown after
     assert best["held_out_accuracy"].notna().sum() == 1
 
