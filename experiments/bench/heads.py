@@ -6,7 +6,8 @@ Compares, side by side in one run:
   2. the same scorer against a plain Python loop over sentences, words and heads on the same sentences;
   3. peak RSS of the scorer (a fresh process each) as the corpus grows.
 
-Build the store first:  HF_HUB_OFFLINE=1 probing task=extract data=ud_ewt data.split=train
+The store is the one ``probing task=heads data=ud_ewt data.split=SPLIT`` reads, found by its key (built first
+when missing; to build it beforehand:  HF_HUB_OFFLINE=1 probing task=extract data=ud_ewt data.split=train).
 Run:                    python experiments/bench/heads.py --split train
 
 Figures and findings: experiments/bench/README.md.
@@ -31,23 +32,27 @@ DIRECTIONS = ("dep_to_head", "head_to_dep")
 OFFSETS = (-3, -2, -1, 1, 2, 3)
 
 
-def load(split: str, data_dir: str):
-    from omegaconf import OmegaConf
+def run_config(split: str, data_dir: str):
+    """The config of ``probing task=heads data=ud_ewt``: its model, data and extraction settings key the store."""
+    from probing.compose import compose_run
 
-    from probing.config import DataConfig
+    return compose_run(["task=heads", "data=ud_ewt", f"data.dir={data_dir}", f"data.split={split}"])
+
+
+def load(split: str, data_dir: str):
     from probing.corpus import load_corpus
 
-    cfg = OmegaConf.structured(DataConfig(name="ud_ewt", kind="ud_ewt", dir=data_dir, split=split))
-    return load_corpus(cfg)
+    return load_corpus(run_config(split, data_dir).data)
 
 
-def find_store(split: str) -> Path:
-    hits = sorted(p for p in (ROOT / "results" / "cache").glob(f"minilm-ud_ewt-{split}-*")
-                  if (p / "manifest.json").is_file())
-    if not hits:
-        sys.exit(f"no MiniLM store for ud_ewt {split}: run  HF_HUB_OFFLINE=1 probing task=extract "
-                 f"data=ud_ewt data.split={split}")
-    return hits[-1]
+def find_store(split: str, data_dir: str, corpus) -> Path:
+    """The attention store of ``corpus`` found by its key, as task=heads finds it (built when missing), so a
+    store of another kind beside it (``hidden``, a measure) is never taken."""
+    from probing.config import Measure
+    from probing.extract import ensure_store
+
+    cfg = run_config(split, data_dir)
+    return ensure_store(cfg.model, corpus, cfg.extract, Measure.attention).store.dir
 
 
 def vectorised(store_dir: Path, corpus, indices=None, resamples: int = 0) -> tuple[float, dict]:
@@ -102,7 +107,8 @@ def rss_child(args: argparse.Namespace) -> None:
     from probing.heads.head_accuracy import count_relations  # noqa: F401 - imports before the reset
     from probing.store import AttentionStore
 
-    store = AttentionStore(find_store(args.split))
+    store_dir = find_store(args.split, args.data_dir, corpus)
+    store = AttentionStore(store_dir)
     idx = store.indices[: max(1, int(len(store.indices) * args.fraction))]
     gc.collect()
     before = _status_mb("VmRSS")
@@ -111,7 +117,7 @@ def rss_child(args: argparse.Namespace) -> None:
         reset = True
     except OSError:
         reset = False
-    seconds, _ = vectorised(find_store(args.split), corpus, idx, args.resamples)
+    seconds, _ = vectorised(store_dir, corpus, idx, args.resamples)
     peak = _status_mb("VmHWM") if reset else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"fraction": args.fraction, "sentences": len(idx), "rss_before_mb": round(before, 1),
                       "peak_rss_mb": round(peak, 1), "seconds": round(seconds, 2), "reset": reset}))
@@ -129,11 +135,12 @@ def main() -> None:
     if args.fraction is not None:
         rss_child(args)
         return
-    store_dir = find_store(args.split)
     t = time.perf_counter()
     corpus = load(args.split, args.data_dir)
+    parse_s = time.perf_counter() - t
+    store_dir = find_store(args.split, args.data_dir, corpus)
     print(f"store {store_dir.name}; corpus {args.split}: {len(corpus)} sentences, "
-          f"{sum(len(s) for s in corpus)} words (CoNLL-U parse {time.perf_counter() - t:.1f} s, not timed below)")
+          f"{sum(len(s) for s in corpus)} words (CoNLL-U parse {parse_s:.1f} s, not timed below)")
     vectorised(store_dir, corpus, np.arange(50))  # warm-up: imports, BLAS threads
 
     # best of 3: the machine is shared, the minimum is the least disturbed run
