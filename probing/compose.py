@@ -35,6 +35,8 @@ CONF_DIR = str(CONF_PATH)  # Hydra takes a string
 _HYDRA_PREFIX = "hydra"
 # ``text="..."`` is short for ``data=text data.text="..."`` (task=inspect's one sentence).
 SHORTHAND_TEXT = "text"
+# ``inspect.pair=cat,sat`` (a sweep to Hydra) is the list ``inspect.pair=[cat,sat]``.
+PAIR_KEY = "inspect.pair"
 
 
 def groups(conf_dir: Path = CONF_PATH) -> dict[str, list[str]]:
@@ -83,8 +85,14 @@ def readers(section: str) -> list[str]:
     return [t.value for t, sections in TASK_SECTIONS.items() if section in sections]
 
 
+def _pair_list(value: str) -> str:
+    """``cat,sat`` -> ``[cat,sat]``, each word quoted when Hydra would not read it bare (``It's``)."""
+    return "[" + ",".join(w if re.fullmatch(r"[\w.\-]+", w) else repr(w) for w in value.split(",")) + "]"
+
+
 def expand_shorthand(overrides: Sequence[str]) -> list[str]:
-    """``text=...`` -> ``data=text``, ``data.text=...``; other overrides as given."""
+    """``text=...`` -> ``data=text``, ``data.text=...``; ``inspect.pair=a,b`` -> ``inspect.pair=[a,b]``; other
+    overrides as given."""
     out: list[str] = []
     for o in overrides:
         key, _, value = o.partition("=")
@@ -93,6 +101,8 @@ def expand_shorthand(overrides: Sequence[str]) -> list[str]:
                 raise ProbingError("text=... is short for data=text data.text=...: leave out data= (or give "
                                    "data=text data.text=... yourself)")
             out += ["data=text", f"data.text={value}"]
+        elif key == PAIR_KEY and value and value[:1] not in "[\"'":
+            out.append(f"{key}={_pair_list(value)}")
         else:
             out.append(o)
     return out

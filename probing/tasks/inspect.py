@@ -9,6 +9,10 @@ their gold head, with a per-head count. ``inspect.measures=[norm,alti]`` shows c
 (:mod:`probing.mixing`, computed in the sentence's one forward pass) next to the weights: tagged console lines
 per measure, a section per measure on the page, a PNG grid per measure (per-layer measures: a panel a layer).
 It writes ``inspect.txt``, a tidy ``inspect`` table (a ``measure`` column), an offline HTML view and the PNGs.
+
+``inspect.pair=cat,sat`` asks which heads link two words: for each sentence holding both, every head of every
+measure ranked by the weight linking them (either way), the top ones printed and all in the ``inspect_pair``
+table. Without a gold tree the summary of each measure is every head's strongest word-to-word links.
 """
 
 from __future__ import annotations
@@ -37,9 +41,19 @@ from probing.errors import ProbingError
 from probing.extract import extract_in_memory
 from probing.figures.inspect import png_grid
 from probing.heads.choices import choices_table, format_choices, head_choices, position_labels, top_heads
+from probing.heads.links import (
+    LINKS_TOP,
+    find_pair,
+    format_links,
+    format_pair,
+    pair_words,
+    rank_pair,
+    strongest_links,
+    word_level,
+)
 from probing.io import atomic_write_text
 from probing.report import inspect as views
-from probing.schema import INSPECT
+from probing.schema import INSPECT, INSPECT_PAIR
 from probing.tasks.base import RunOutput, TaskResult
 
 log = logging.getLogger(__name__)
@@ -93,20 +107,58 @@ def _measure_lines(sentence: Sentence, labels: Sequence[str], prefix: int, mv: v
         what = "layers" if mv.per_layer else "heads"
         lines.append(f"  {tag}{what} choosing the gold head most often: "
                      + ", ".join((f"L{la}" if mv.per_layer else f"L{la}H{h}") + f" {c}/{n - 1}" for la, h, c in best))
+    elif ch.gold is None and n > 1:
+        lines += _links_lines(sentence.words, prefix, mv, tag)
     return lines
+
+
+def _links_lines(words: Sequence[str], prefix: int, mv: views.MeasureView, tag: str) -> list[str]:
+    """The summary without a gold tree: each head's (or layer's) strongest word-to-word links."""
+    what, value = ("layer", mv.measure) if mv.per_layer else ("head", "weight" if mv.measure == "attention"
+                                                                  else mv.measure)
+    links = strongest_links(word_level(mv.maps, prefix, len(words)), LINKS_TOP)
+    return ([f"  {tag}strongest links of each {what} (no gold tree): its top {links[0].shape[-1]} word pairs "
+             f"query->key by {value}, self-links left out"]
+            + format_links(words, links, f"{tag}links ", per_layer=mv.per_layer))
+
+
+def _pair_section(k: int, sentence: Sentence, prefix: int, shown: Sequence[views.MeasureView],
+                  pair: tuple[str, str]) -> tuple[list[str], list[pd.DataFrame]]:
+    """Sentence ``k``'s answer to ``inspect.pair``: every measure's heads ranked by the weight linking the two
+    words (lines: the top ones; tables: all), or one line naming a word the sentence lacks."""
+    found = find_pair(sentence.words, pair)
+    if isinstance(found, str):
+        return [f"  pair: {found}"], []
+    ranked, tables = [], []
+    for mv in shown:
+        df = rank_pair(word_level(mv.maps, prefix, len(sentence)), found.a, found.b)
+        ranked.append((mv.measure, mv.per_layer, df))
+        df = df.assign(measure=mv.measure, sentence=k, sentence_id=sentence.id, word_a=sentence.words[found.a],
+                       a=found.a, word_b=sentence.words[found.b], b=found.b)
+        tables.append(df[list(INSPECT_PAIR.keys) + ["word_a", "a", "word_b", "b"] + list(INSPECT_PAIR.metrics)])
+    return format_pair(sentence.words, found, ranked), tables
+
+
+def _pair(inspect: InspectConfig) -> tuple[str, str] | None:
+    """``inspect.pair`` as two words, or None; anything else is one line."""
+    try:
+        return pair_words(list(inspect.pair or []))
+    except ValueError as e:
+        raise ProbingError(str(e)) from None
 
 
 def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, inspect: InspectConfig, out: RunOutput
         ) -> TaskResult:
-    """Print every head's choices for the configured sentence(s) under each measure; write text, table, HTML
-    and PNG."""
+    """Print every head's choices for the configured sentence(s) under each measure (and, with
+    ``inspect.pair``, the heads linking the two words); write text, tables, HTML and PNG."""
     out_dir = out.dir
+    pair = _pair(inspect)
     found = sentences_to_inspect(data, inspect)
     measures = measures_shown(inspect)
     encoder = load_encoder(model)
     maps_list = extract_in_memory(encoder, [s.words for s, _ in found], extract.pooling, measures)
     text_lines: list[str] = []
-    tables, items, pngs = [], [], []
+    tables, pair_tables, items, pngs = [], [], [], []
     for k, ((sentence, source), got) in enumerate(zip(found, maps_list)):
         if isinstance(got, str):
             log.warning("sentence %d (%s) skipped: %s", k, sentence.id, got)
@@ -121,8 +173,10 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, inspect: I
             table = choices_table(k, sentence, labels, prefix, mv.choices)
             table.insert(0, "measure", mv.measure)
             tables.append(table)
+        pair_lines, ranked = _pair_section(k, sentence, prefix, shown, pair) if pair else ([], [])
+        pair_tables += ranked
         text_lines += _sentence_lines(k, sentence, source, labels, prefix, shown,
-                                      f"model {model_label(model)}", extract.pooling)
+                                      f"model {model_label(model)}", extract.pooling, pair_lines)
         items.append(views.SentenceView(k, sentence, source, labels, prefix, tuple(shown)))
     text = "\n".join(text_lines)
     print(text, flush=True)
@@ -130,13 +184,28 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, inspect: I
     if not items:
         raise ProbingError("no sentence could be inspected (see the warnings above)")
     out.table(INSPECT.name, pd.concat(tables, ignore_index=True))
+    if pair_tables:
+        out.table(INSPECT_PAIR.name, pd.concat(pair_tables, ignore_index=True))
     html_path = views.write_html(items, out_dir / "inspect.html", model_label(model))
     bertviz = views.write_bertviz(items, out_dir) if inspect.bertviz else []
     log.info("inspector: %s%s", html_path, "".join(f", {p}" for p in pngs))
     metrics: dict[str, Any] = {"sentences": len(items), "html": str(html_path), "png": [str(p) for p in pngs],
                                "bertviz": [str(p) for p in bertviz], "measures": [mv.measure for mv in items[0].measures]}
     metrics.update(_gold_metrics(items, metrics["measures"]))
+    if pair:
+        metrics.update(_pair_metrics(pair, pair_tables))
     return out.result(metrics)
+
+
+def _pair_metrics(pair: tuple[str, str], tables: Sequence[pd.DataFrame]) -> dict[str, Any]:
+    """The pair, how many sentences hold both words, and the head whose weights link them most in the first
+    (``tables`` come in sentence order, the weights first)."""
+    sentences = {int(t["sentence"].iloc[0]) for t in tables}
+    metrics: dict[str, Any] = {"pair": list(pair), "pair_sentences": len(sentences)}
+    if tables:
+        top = tables[0].iloc[0]
+        metrics["pair_best_head"] = f"L{int(top['layer'])}H{int(top['head'])}"
+    return metrics
 
 
 def _view(k: int, sentence: Sentence, maps: dict, measure: Measure, prefix: int, png: bool, model: str,
@@ -153,8 +222,9 @@ def _view(k: int, sentence: Sentence, maps: dict, measure: Measure, prefix: int,
 
 
 def _sentence_lines(k: int, sentence: Sentence, source: str, labels: Sequence[str], prefix: int,
-                    shown: Sequence[views.MeasureView], model: str, pooling: Any) -> list[str]:
-    """The console lines of sentence ``k``: where it came from, then every measure's choices."""
+                    shown: Sequence[views.MeasureView], model: str, pooling: Any,
+                    extra: Sequence[str] = ()) -> list[str]:
+    """The console lines of sentence ``k``: where it came from, every measure's choices, then ``extra``."""
     weights = shown[0].choices
     lines = [f"sentence {k}: {' '.join(sentence.words)}",
              f"  source: {source}; {model}, {weights.word.shape[0]} layers x {weights.word.shape[1]} heads, "
@@ -164,7 +234,7 @@ def _sentence_lines(k: int, sentence: Sentence, source: str, labels: Sequence[st
                 else "; no gold tree for this sentence")]
     for mv in shown:
         lines += _measure_lines(sentence, labels, prefix, mv)
-    return lines + [""]
+    return lines + list(extra) + [""]
 
 
 def _gold_metrics(items: Sequence[views.SentenceView], measures: Sequence[str]) -> dict[str, Any]:
