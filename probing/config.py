@@ -409,6 +409,8 @@ class InspectConfig:
     png: bool = True  # a PNG grid of every head's word-level map
     # measures shown next to the weights (probing.mixing; computed in the sentence's one forward pass)
     measures: List[Measure] = field(default_factory=lambda: [Measure.attention])
+    # two words (inspect.pair=cat,sat): the heads of every measure ranked by the weight linking them, both ways
+    pair: List[str] = field(default_factory=list)
 
 
 @dataclass
