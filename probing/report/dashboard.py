@@ -1,10 +1,12 @@
 """``probing-report <run or sweep dir> [more dirs] [--out FILE]``: one self-contained HTML dashboard.
 
-The page opens with no network (plotly.js is inlined) and compares heads across runs: a layer x head
-heatmap per relation, direction and metric (hover: value, CI, n, baseline), a sortable best-heads table,
-probe accuracy per layer with selectivity, attention patterns and the MDS of heads, every figure with
-the runs side by side. Tables a run lacks are left out with a note. The page writes how many heatmaps it
-rendered into ``#status`` (``data-heatmaps``, beside ``data-expected``) so a headless browser can check it.
+The page opens with no network (plotly.js is inlined) and compares heads across runs. It starts with an
+overview that fits one screen (the best head per relation for every source, the best job per probe, links to
+the sections), then the sections, collapsible: a layer x head heatmap per relation, direction and metric
+(hover: value, CI, n, baseline), a sortable best-heads table, probe accuracy per layer with selectivity,
+attention patterns and the MDS of heads, every figure with the runs side by side. What the runs lack is named
+in one line instead of a section. The page writes how many heatmaps it rendered into ``#status``
+(``data-heatmaps``, beside ``data-expected``) so a headless browser can check it.
 """
 
 from __future__ import annotations
@@ -20,14 +22,26 @@ import pandas as pd
 from markupsafe import Markup
 
 from probing import schema
-from probing.report import dashboard_figures, dashboard_importance, dashboard_probes
+from probing.report import (
+    dashboard_figures,
+    dashboard_importance,
+    dashboard_overview,
+    dashboard_probes,
+    plotly_json,
+)
 from probing.report.html import figure_div, image_tag, render_template, write_page
 from probing.report.sources import Source, describe, is_finished, is_run_dir, load_sources
 
 log = logging.getLogger(__name__)
 
-MAX_EMBEDDED_PNG = 400_000  # bytes: larger run figures are linked, not embedded
-MAX_FIGURES_PER_SOURCE = 8
+MAX_EMBEDDED_PNG = 400_000  # bytes: larger run figures are named, not embedded
+MAX_RELATION_FIGURES = 8  # per source: the runs' own PNGs of the relations with most arcs (all are interactive)
+MAX_OPEN_FIGURES = 4  # a page with more figures opens with its sections closed, under the overview
+# The sections under the overview, in page order: anchor and name.
+SECTIONS = (("runs", "runs"), ("heads", "heads per relation"), ("best", "best-heads table"), ("probes", "probes"),
+            ("vectors", "probes on representations"), ("importance", "importance"),
+            ("patterns", "attention patterns"), ("trees", "trees from single heads"),
+            ("mds", "heads in two dimensions"), ("figures", "figures of the runs"))
 
 
 class Column(NamedTuple):
@@ -77,14 +91,14 @@ def html_table(df: pd.DataFrame, sortable: bool = True, digits: int = 3) -> str:
     return render_template("table.html.j2", table=table_data(df, digits), sortable=sortable)
 
 
-def _anchor(text: str) -> str:
-    return "h-" + "".join(c if c.isalnum() else "-" for c in text)
-
-
-def _blocks(figs: Sequence[dashboard_figures.Fig], anchors: bool = False) -> tuple[list[Block], int]:
-    """The figures as page blocks, and how many heatmaps they draw together."""
-    blocks = [Block(t, figure_div(fig), n, _anchor(t) if anchors else None) for t, fig, n in figs]
-    return blocks, sum(b.heatmaps for b in blocks)
+def _blocks(figs: Sequence[dashboard_figures.Fig], anchors: bool = False) -> list[Block]:
+    """The figures as page blocks; a heatmap whose values lie along one layer or head axis is drawn as a line
+    (and no longer counted as a heatmap)."""
+    blocks = []
+    for t, fig, n in figs:
+        n -= plotly_json.lines_for_flat_heatmaps(fig)
+        blocks.append(Block(t, figure_div(fig), n, dashboard_figures.anchor(t) if anchors else None))
+    return blocks
 
 
 def _probe_table(sources: Sequence[Source]) -> Optional[dict]:
@@ -103,38 +117,82 @@ def _probe_table(sources: Sequence[Source]) -> Optional[dict]:
     return table_data(pd.concat(frames, ignore_index=True)) if frames else None
 
 
-def _run_figures(sources: Sequence[Source]) -> list[tuple[str, list[tuple[str, Markup]]]]:
-    """Per source with small enough PNGs: its label and (caption, embedded image) pairs."""
-    out = []
-    for s in sources:
-        pngs = [p for p in s.figures if p.stat().st_size <= MAX_EMBEDDED_PNG][:MAX_FIGURES_PER_SOURCE]
-        if pngs:
-            out.append((s.label, [(str(p.relative_to(s.path)), image_tag(p, p.stem, "900px")) for p in pngs]))
-    return out
+def _run_figures(sources: Sequence[Source]) -> list[tuple[str, list[tuple[str, Markup]], str]]:
+    """Per source with figures small enough to embed: its label, (caption, embedded image) pairs, and the
+    sentence saying which it leaves out."""
+    return [(f.label, [(str(p.relative_to(s.path)), image_tag(p, p.stem, "900px")) for p in f.images], f.note)
+            for s in sources
+            for f in dashboard_overview.run_figures([s], MAX_EMBEDDED_PNG, MAX_RELATION_FIGURES)]
+
+
+def _figures(sources: Sequence[Source]) -> dict[str, list[Block]]:
+    """Every plotly figure of the page by section."""
+    return {
+        "heads": _blocks(dashboard_figures.heads_figures(sources), anchors=True),
+        "probes": _blocks(dashboard_figures.probe_figures(sources)),
+        "vectors": _blocks(dashboard_probes.layer_figures(sources) + dashboard_probes.head_figures(sources)),
+        "importance": _blocks(dashboard_importance.relation_figures(sources)
+                              + dashboard_importance.method_figures(sources)
+                              + dashboard_importance.pruning_figures(sources), anchors=True),
+        "patterns": _blocks(dashboard_figures.pattern_figures(sources)),
+        "trees": _blocks(dashboard_figures.tree_figures(sources)),
+        "mds": _blocks(dashboard_figures.mds_figures(sources))}
+
+
+def _navigation(parts: dict[str, Any]) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """The sections the page holds as (anchor, name, what it holds in plain words), and the names of those
+    these runs have nothing for (one line on the page instead of an empty section each)."""
+    shown, absent = [], []
+    for anchor, name in SECTIONS:
+        got = parts.get(anchor)
+        if not got:
+            absent.append(name)
+            continue
+        shown.append((anchor, name, _holds(anchor, got)))
+    return shown, absent
+
+
+def _runs_table(sources: Sequence[Source]) -> pd.DataFrame:
+    """A row per source; counts as whole numbers, columns no source fills left out."""
+    df = pd.DataFrame([describe(s) for s in sources]).dropna(axis=1, how="all")
+    return df.astype({c: "Int64" for c in ("sentences", "relations", "jobs") if c in df.columns})
+
+
+def _holds(anchor: str, got: Any) -> str:
+    """What a section holds, in words: sources, relations, figures, or a table."""
+    if anchor == "runs":
+        n = len(got["rows"])
+        return f"{n} source{'s' * (n != 1)}"
+    if anchor in ("best", "figures"):
+        return {"best": "every relation and direction", "figures": "the PNG files of the runs"}[anchor]
+    if isinstance(got, dict):
+        return "a table"
+    n = len(got)
+    return f"{n} relation{'s' * (n != 1)}" if anchor == "heads" else f"{n} figure{'s' * (n != 1)}"
 
 
 def render(sources: Sequence[Source], title: str = "probing dashboard") -> str:
-    """The whole page for these sources."""
-    heads, n_heads = _blocks(dashboard_figures.heads_figures(sources), anchors=True)
-    probes, n_probe = _blocks(dashboard_figures.probe_figures(sources))
-    vectors, n_vec = _blocks(dashboard_probes.layer_figures(sources) + dashboard_probes.head_figures(sources))
-    importance, n_imp = _blocks(dashboard_importance.relation_figures(sources)
-                                + dashboard_importance.method_figures(sources)
-                                + dashboard_importance.pruning_figures(sources), anchors=True)
-    link = dashboard_importance.link_table(sources)
-    patterns, n_pat = _blocks(dashboard_figures.pattern_figures(sources))
-    trees, n_tree = _blocks(dashboard_figures.tree_figures(sources))
-    mds, _ = _blocks(dashboard_figures.mds_figures(sources))  # scatter plots: no heatmaps to count
+    """The whole page for these sources: the overview first, then a section (collapsible) per kind of figure."""
+    figs = _figures(sources)
     best = dashboard_figures.best_heads(sources)
+    link = dashboard_importance.link_table(sources)
+    probe_best = dashboard_overview.probe_overview(sources)
+    tables = {"best": table_data(best) if len(best) else None, "probe_table": _probe_table(sources),
+              "link": table_data(link) if len(link) else None}
+    run_figures = _run_figures(sources)
+    runs = table_data(_runs_table(sources))
+    parts = {"runs": runs, **figs, "best": tables["best"], "figures": run_figures,
+             "probes": figs["probes"] or tables["probe_table"], "importance": figs["importance"] or tables["link"]}
+    nav, absent = _navigation(parts)
+    n_figures = sum(len(b) for b in figs.values())
     return render_template(
         "dashboard.html.j2", title=title, written=time.strftime("%Y-%m-%d %H:%M"),
-        expected=n_heads + n_probe + n_vec + n_imp + n_pat + n_tree,
-        runs=table_data(pd.DataFrame([describe(s) for s in sources])),
-        notes=[(s.label, n) for s in sources for n in s.notes],
-        heads=heads, best=table_data(best) if len(best) else None, probes=probes,
-        probe_table=_probe_table(sources), vectors=vectors, importance=importance,
-        link=table_data(link) if len(link) else None, patterns=patterns, trees=trees, mds=mds,
-        run_figures=_run_figures(sources))
+        expected=sum(b.heatmaps for blocks in figs.values() for b in blocks),
+        overview=dashboard_overview.heads_overview(sources),
+        probe_overview=table_data(probe_best) if len(probe_best) else None,
+        nav=nav, absent=absent, open=n_figures <= MAX_OPEN_FIGURES,
+        runs=runs,
+        notes=[(s.label, n) for s in sources for n in s.notes], **figs, **tables, run_figures=run_figures)
 
 
 def write_dashboard(run_dirs: Sequence[Path], out_file: Path, title: Optional[str] = None,

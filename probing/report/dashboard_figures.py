@@ -37,6 +37,16 @@ def grid(df: pd.DataFrame, value: str, n_layers: int, n_heads: int) -> np.ndarra
     return out
 
 
+def anchor(text: str) -> str:
+    """The page anchor of a figure titled ``text`` (the overview links to it)."""
+    return "h-" + "".join(c if c.isalnum() else "-" for c in text)
+
+
+def heads_title(relation: str, label_set: str) -> str:
+    """The title of a relation's heads figure (and, through :func:`anchor`, its anchor)."""
+    return f"{relation} ({label_set})"
+
+
 def shape_of(df: pd.DataFrame) -> tuple[int, int]:
     return int(df["layer"].max()) + 1, int(df["head"].max()) + 1
 
@@ -109,7 +119,7 @@ def heads_figures(sources: Sequence[Any]) -> list[Fig]:
                                       reversescale=True))
             for a in layout.get("annotations", []):
                 a["font"] = {**a.get("font", {}), "size": 11}
-            out.append((f"{rel} ({label_set})", fig, count))
+            out.append((heads_title(rel, label_set), fig, count))
     return out
 
 

@@ -11,6 +11,7 @@ stops, titles as ``{"text": ...}``).
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from typing import Any, Optional, Sequence
 
@@ -99,3 +100,65 @@ def bar_right_of(fig: dict, k: int) -> dict:
     y = fig["layout"]["yaxis" if k == 1 else f"yaxis{k}"]["domain"]
     return {"x": x[1] + 0.005, "xanchor": "left", "y": y[0], "yanchor": "bottom", "len": y[1] - y[0],
             "thickness": 12}
+
+
+def lines_for_flat_heatmaps(fig: dict) -> int:
+    """Redraw every heatmap of ``fig`` whose values lie along one line of the grid (one head per layer, as a
+    per-layer measure or a sweep over layers at one head gives; or one layer's heads) as a line over that
+    axis: a one-column heatmap hides the trend it holds. Returns how many heatmaps it replaced."""
+    if not isinstance(fig, dict):
+        return 0
+    replaced = 0
+    for k, trace in enumerate(fig["data"]):
+        if trace.get("type") != "heatmap":
+            continue
+        got = _flat_line(trace)
+        if got is not None:
+            fig["data"][k] = got[0]
+            _line_axes(fig["layout"], *got)
+            replaced += 1
+    return replaced
+
+
+_VALUE_NAME = re.compile(r"<br>([^<%]+?) %\{z")
+
+
+def _flat_line(trace: dict) -> Optional[tuple[dict, str]]:
+    """The line of a heatmap trace whose finite cells are all in one column (x: layers) or one row (x: heads),
+    at least two of them, and what its x is; None for any other heatmap."""
+    z = np.array([[np.nan if v is None else v for v in row] for row in trace["z"]], dtype=float).reshape(
+        len(trace["z"]), -1)
+    rows, cols = np.nonzero(np.isfinite(z))
+    if len(set(cols)) == 1 and len(set(rows)) >= 2:
+        along, at, axis = "layer", int(cols[0]), 0
+    elif len(set(rows)) == 1 and len(set(cols)) >= 2:
+        along, at, axis = "head", int(rows[0]), 1
+    else:
+        return None
+    y = z[:, at] if axis == 0 else z[at, :]
+    hover = trace.get("hovertemplate", "")
+    if axis == 0:  # the layer becomes x; the head is fixed
+        hover = hover.replace("%{x}", str(at)).replace("%{y}", "%{x}")
+    else:
+        hover = hover.replace("%{y}", str(at))
+    name = _VALUE_NAME.search(hover)
+    line = {"type": "scatter", "mode": "lines+markers", "x": list(range(len(y))),
+            "y": [None if not np.isfinite(v) else float(v) for v in y], "hovertemplate": hover.replace("%{z", "%{y"),
+            "showlegend": False, "line": {"color": "#1f77b4"}, "name": name.group(1) if name else "value",
+            "xaxis": trace.get("xaxis", "x"), "yaxis": trace.get("yaxis", "y")}
+    if "customdata" in trace:
+        custom = trace["customdata"]
+        line["customdata"] = [row[at] for row in custom] if axis == 0 else list(custom[at])
+    return line, along
+
+
+def _line_axes(layout: dict, line: dict, along: str) -> None:
+    """The axes of a line drawn in a heatmap's subplot: x the layer (or head), y its value (no longer
+    top-down)."""
+    x = layout.setdefault("xaxis" + line["xaxis"][1:], {})
+    y = layout.setdefault("yaxis" + line["yaxis"][1:], {})
+    x.update(dtick=1, autorange=True)
+    if "title" in x:  # the grid titles its bottom row only
+        x["title"] = {"text": along}
+    y.pop("dtick", None)
+    y.update(autorange=True, title={"text": line["name"]})

@@ -167,7 +167,7 @@ def split_by_measure(src: Source) -> list[Source]:
     out = []
     for k, m in enumerate(measures):
         parts = {}
-        for name in ("heads", "patterns", "mds", "probes", "trees"):
+        for name in ("heads", "best", "patterns", "mds", "probes", "trees"):
             df = getattr(src, name)
             if df is not None and "measure" in df.columns:
                 parts[name] = df[df["measure"].astype(str) == m].reset_index(drop=True)
@@ -266,12 +266,20 @@ def source_label(src: Source, sweep: bool = False) -> str:
 
 
 def describe(src: Any) -> dict[str, Any]:
-    """A row of the sources table."""
-    cfg = src.config
-    task = src.metrics.get("task") or (cfg.get("task") or {}).get("name")
-    return {"source": src.label, "dir": str(src.path), "task": task, "measure": src.measure,
-            "experiment": cfg.get("experiment_name"),
-            "heads rows": 0 if src.heads is None else len(src.heads),
-            "probe rows": 0 if src.probes is None else len(src.probes),
-            "importance rows": 0 if src.importance is None else len(src.importance),
-            "seconds": src.metrics.get("seconds")}
+    """A row of the runs table: what a reader needs to tell the sources apart (model size, sentences,
+    relations scored, jobs of a sweep), not table sizes."""
+    cfg, metrics = src.config, src.metrics
+    task = metrics.get("task") or (cfg.get("task") or {}).get("name")
+    layers, heads = metrics.get("n_layers"), metrics.get("n_heads")
+    if (layers is None or heads is None) and src.heads is not None and len(src.heads):
+        layers, heads = int(src.heads["layer"].max()) + 1, int(src.heads["head"].max()) + 1
+    relations = None
+    if src.heads is not None and len(src.heads):
+        rel = src.heads[src.heads["relation"] != schema.ALL]
+        if "label_set" in rel.columns:
+            rel = rel[rel["label_set"] == rel["label_set"].iloc[0]] if len(rel) else rel
+        relations = int(rel["relation"].nunique())
+    return {"source": src.label, "task": task, "measure": src.measure, "experiment": cfg.get("experiment_name"),
+            "layers x heads": None if layers is None else f"{layers} x {heads}",
+            "sentences": metrics.get("sentences"), "relations": relations, "jobs": metrics.get("jobs") or None,
+            "seconds": metrics.get("seconds"), "dir": str(src.path)}

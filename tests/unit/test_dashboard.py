@@ -95,7 +95,9 @@ def test_missing_tables_degrade_and_the_page_counts_its_heatmaps(tmp_path):
     html = out.read_text()
     expected = 3 * 4 + 2  # heads figures + one patterns figure per metric (cls, entropy)
     assert re.search(r"data-expected='(\d+)'", html).group(1) == str(expected)
-    assert "No MDS table in these runs" in html
+    absent = re.search(r"Not in these runs: ([^.<]*)\.", html).group(1).split(", ")
+    assert absent == ["probes on representations", "importance", "trees from single heads",
+                      "heads in two dimensions", "figures of the runs"]  # one line, no empty section each
     assert "<script src=" not in html, "everything inline: the page opens with no network"
     assert "table class='sortable'" in html and "nmod:poss" in html
     assert html.count("Plotly.newPlot") == 3 + 2 + 1  # heads, patterns, the probe's per-layer figure

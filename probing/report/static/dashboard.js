@@ -1,5 +1,6 @@
-// Click-to-sort for table.sortable (numeric cells sort by their full value in data-v), then, once the
-// figures have drawn, write the rendered heatmap count and script errors into #status.
+// Click-to-sort for table.sortable (numeric cells sort by their full value in data-v); a link into a closed
+// section opens it, and an opened section fits its figures to its width; once the figures have drawn, the
+// rendered heatmap count and script errors go into #status (its data-*), in words only when something failed.
 (function () {
   function sortable(table) {
     table.querySelectorAll('thead th').forEach(function (th, i) {
@@ -22,15 +23,32 @@
       });
     });
   }
+  function reveal() {
+    var el = location.hash && document.getElementById(decodeURIComponent(location.hash.slice(1)));
+    if (!el) return;
+    for (var d = el; d; d = d.parentElement) { if (d.tagName === 'DETAILS') d.open = true; }
+    el.scrollIntoView();
+  }
   document.querySelectorAll('table.sortable').forEach(sortable);
+  document.querySelectorAll('details').forEach(function (d) {
+    d.addEventListener('toggle', function () {
+      if (d.open && window.Plotly) d.querySelectorAll('.js-plotly-plot').forEach(function (g) { Plotly.Plots.resize(g); });
+    });
+  });
+  window.addEventListener('hashchange', reveal);
+  document.addEventListener('click', function (e) {  // a link to the hash already set fires no hashchange
+    if (e.target.closest && e.target.closest('a[href^="#"]')) setTimeout(reveal, 0);
+  });
   window.addEventListener('load', function () {
+    reveal();
     setTimeout(function () {
-      var status = document.getElementById('status');
-      var n = document.querySelectorAll('.js-plotly-plot g.hm image').length;
+      var status = document.getElementById('status'), errors = window.__probingErrors;
+      var n = document.querySelectorAll('.js-plotly-plot g.hm image').length, expected = Number(status.dataset.expected);
       status.dataset.heatmaps = String(n);
-      status.dataset.errors = String(window.__probingErrors.length);
-      status.textContent = n + ' of ' + status.dataset.expected + ' heatmaps rendered'
-        + (window.__probingErrors.length ? '; script errors: ' + window.__probingErrors.join('; ') : '');
+      status.dataset.errors = String(errors.length);
+      var failed = (n < expected ? [(expected - n) + ' of ' + expected + ' heatmaps did not draw'] : [])
+        .concat(errors.length ? ['script errors: ' + errors.join('; ')] : []);
+      status.textContent = failed.length ? 'Some figures failed: ' + failed.join('; ') + '.' : '';
     }, 200);
   });
 })();
