@@ -71,11 +71,11 @@ CAPABILITIES = (
     ("ALTI, value zeroing", "block"),
     ("GlobEnc", "globenc"),
 )
-START, END = "<!-- support matrix: python tests/families.py --readme -->", "<!-- end of support matrix -->"
+START, END = "<!-- support matrix: python tests/families.py --write -->", "<!-- end of support matrix -->"
 
 
 def support_matrix() -> str:
-    """The README's family x capability table, from what each family's tiny checkpoint can do: a capability
+    """docs/models.md's family x capability table, from what each family's tiny checkpoint can do: a capability
     is supported where its parts resolve (:func:`probing.mixing.layout.layer_parts`), refused otherwise."""
     from probing.mixing import layer_parts
     from probing.mixing.families import LayoutError, family_of
@@ -111,9 +111,9 @@ if __name__ == "__main__":
     from pathlib import Path
 
     sys.path.insert(0, str(Path(__file__).parent))
-    path = Path(__file__).resolve().parents[1] / "README.md"
+    path = Path(__file__).resolve().parents[1] / "docs" / "models.md"
     text = path.read_text()
-    if "--readme" in sys.argv:
+    if "--write" in sys.argv:
         head, tail = text[:text.index(START) + len(START)], text[text.index(END):]
         path.write_text(f"{head}\n{support_matrix()}\n{tail}")
     print(support_matrix())
