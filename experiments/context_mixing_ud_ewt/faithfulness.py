@@ -20,8 +20,15 @@ the rollouts of those per-layer measures to the last layer. Two baselines that r
 ``pieces``, the word's number of word pieces (deleting more pieces moves a mean more), and ``own_vector``,
 the drop from taking the word's own last-layer vectors out of the unablated mean (``1 - cos(e, e')`` with
 ``e'`` the mean over the other positions): deleting a word from a mean-pooled embedding removes its own term
-whatever the other positions do. Every row also has its paired difference to ``attention`` and to the best
-row (same resamples).
+whatever the other positions do. Every row also has its paired difference to ``attention``, to
+``own_vector`` and to the best row (same resamples).
+
+A second table describes the maps themselves (it does not depend on the blank-out): per last-layer map of
+the first table, the mean share of a word's row on its own column, the mean share of a row on [CLS], and the
+mean total-variation distance of a row from the sentence's mean row (every row, [CLS] and [SEP] included, each
+scaled to sum to 1; 0 when all rows are alike, so that every word's importance is read off one row); a third,
+the mean share of a word's row on its own column in each layer of the per-layer measures ALTI, GlobEnc and
+value zeroing (pooled over the words of the sample).
 
     HF_HUB_OFFLINE=1 python experiments/context_mixing_ud_ewt/faithfulness.py            # all of EWT dev
     HF_HUB_OFFLINE=1 python experiments/context_mixing_ud_ewt/faithfulness.py --blank mask
@@ -47,6 +54,9 @@ ROWS = {"attention": "attention", "norm": "norm", "norm_layer": "norm_layer", "r
         "alti_rollout": "alti_rollout", "globenc_rollout": "globenc_rollout",
         "value_zeroing_rollout": "value_zeroing_rollout"}
 MIN_WORDS = 3
+# per-layer measures whose diagonal (a word's share on itself) is tabulated layer by layer
+PER_LAYER = ["alti", "globenc", "value_zeroing"]
+REFERENCES = ("attention", "own_vector")  # every row's paired difference to these and to the best row
 
 
 def length_batches(lengths: np.ndarray, max_tokens: int, max_batch: int) -> list[np.ndarray]:
@@ -137,7 +147,8 @@ def bootstrap(rho: dict[str, np.ndarray], resamples: int, seed: int, ci: float,
               best: str | None = None) -> dict[str, dict]:
     """Mean rho over sentences with a percentile interval; the same resampled sentence sets for every row
     (sentences where a row is undefined are left out of that row's mean), plus each row's paired difference
-    to ``attention`` and to ``best`` (default: the row with the highest mean)."""
+    to each of :data:`REFERENCES` present and to ``best`` (default: the row with the highest mean), over the
+    sentences where both are defined."""
     names = list(rho)
     mat = np.stack([rho[k] for k in names], axis=1)  # (S, K)
     s = mat.shape[0]
@@ -152,7 +163,8 @@ def bootstrap(rho: dict[str, np.ndarray], resamples: int, seed: int, ci: float,
                                                              float(np.percentile(boot[:, k], hi))],
                      "median": float(np.nanmedian(col)), "sd": float(np.nanstd(col)),
                      "sentences": int((~np.isnan(col)).sum()), "best": best}
-    for ref, key in (("attention", "minus_attention"), (best, "minus_best")):
+    refs = [(r, f"minus_{r}") for r in REFERENCES if r in names] + [(best, "minus_best")]
+    for ref, key in refs:
         r = names.index(ref)
         both = ~np.isnan(mat) & ~np.isnan(mat[:, [r]])
         diff = np.where(both, mat - mat[:, [r]], np.nan)
@@ -166,6 +178,36 @@ def bootstrap(rho: dict[str, np.ndarray], resamples: int, seed: int, ci: float,
 
 def _delta(r: dict, key: str, itself: bool) -> str:
     return "" if itself else f"{r[key]:+.3f} [{r[key + '_ci'][0]:+.3f}, {r[key + '_ci'][1]:+.3f}]"
+
+
+def row_stats(last: np.ndarray, prefix: int, n: int) -> tuple[float, float, float]:
+    """Of one sentence's last-layer map ``(M, M)`` (rows scaled to sum to 1): the mean share of a word's row
+    on its own column, the mean share of a row on [CLS] (position 0), and the mean total-variation distance
+    of a row from the mean row (every row)."""
+    rows = last / last.sum(1, keepdims=True)
+    words = np.arange(prefix, prefix + n)
+    tv = 0.5 * np.abs(rows - rows.mean(0, keepdims=True)).sum(1).mean()
+    return float(rows[words, words].mean()), float(rows[:, 0].mean()), float(tv)
+
+
+def maps_table(stats: dict[str, list[tuple[float, float, float]]], diagonal: dict[str, list[np.ndarray]]) -> list[str]:
+    """The second and third tables (means over sentences; the per-layer diagonal pooled over words)."""
+    lines = ["\n## How the last-layer maps spread their rows (same sentences; independent of the blank-out)\n",
+             "Means over sentences of: a word's row's share on its own column; a row's share on [CLS]; the "
+             "total-variation distance of a row from the sentence's mean row (every row, [CLS] and [SEP] "
+             "included; rows scaled to sum to 1; 0 = all rows alike).\n",
+             "| row | own column | [CLS] | TV distance to the mean row |", "|---|---|---|---|"]
+    for name, s in stats.items():
+        a = np.array(s)
+        lines.append(f"| {name} | {a[:, 0].mean():.3f} | {a[:, 1].mean():.3f} | {a[:, 2].mean():.3f} |")
+    n_layers = len(next(iter(diagonal.values()))[0])
+    lines += ["\n## Share of a word's row on its own column, per layer, per-layer measures (pooled over words)\n",
+              "| measure | " + " | ".join(f"layer {k}" for k in range(n_layers)) + " |",
+              "|---|" + "---|" * n_layers]
+    for name, d in diagonal.items():
+        a = np.concatenate(d, axis=1)  # (L, words)
+        lines.append(f"| {name} | " + " | ".join(f"{v:.3f}" for v in a.mean(1)) + " |")
+    return lines
 
 
 def main() -> None:
@@ -196,10 +238,12 @@ def main() -> None:
     print(f"{len(corpus)} dev sentences, {len(usable)} used (>= {MIN_WORDS} words, tokenisable)", flush=True)
 
     # ---- importance: the library's maps, last layer, mean over rows ----------------------------------------
-    measures = [Measure(m) for m in dict.fromkeys(ROWS.values())]
+    measures = [Measure(m) for m in dict.fromkeys([*ROWS.values(), *PER_LAYER])]
     importance: dict[str, list] = {name: [None] * len(toks) for name in ROWS}
     importance_weighted: dict[str, list] = {name: [None] * len(toks) for name in ROWS}
     importance["pieces"] = [None] * len(toks)
+    stats: dict[str, list] = {name: [] for name in ROWS}
+    diagonal: dict[str, list] = {m: [] for m in PER_LAYER}
     start = time.perf_counter()
     lengths = np.array([len(t.input_ids) for t in toks])
     for idx in length_batches(lengths, 8192, args.batch):
@@ -212,6 +256,11 @@ def main() -> None:
                 last = maps[Measure(m)][b][-1].astype(np.float64).mean(0)  # (M, M): head mean of the last layer
                 importance[name][i] = last.mean(0)[words]
                 importance_weighted[name][i] = (counts @ last / counts.sum())[words]
+                stats[name].append(row_stats(last, t.prefix, n))
+            for m in PER_LAYER:
+                per = maps[Measure(m)][b][:, 0].astype(np.float64)  # (L, M, M), rows summing to 1
+                k = np.arange(t.prefix, t.prefix + n)
+                diagonal[m].append(per[:, k, k] / per[:, k, :].sum(-1))
             importance["pieces"][i] = counts[words]
     measure_seconds = time.perf_counter() - start
     print(f"measures: {measure_seconds:.1f} s", flush=True)
@@ -257,18 +306,20 @@ def main() -> None:
              f", of {len(corpus)}); mean rho over sentences [95% bootstrap CI, {args.bootstrap} resamples]; "
              "importance = column mean over all rows of the last-layer word-level map; "
              "'rows weighted by pieces' weights each row by its position's word pieces (the embedding's own "
-             "mean); Δ = paired difference to `attention` and to the best row "
+             "mean); Δ = paired difference to `attention`, to `own_vector` and to the best row "
              f"(`{next(iter(summary.values()))['best']}`), on the same resamples.\n",
-             "| row | mean rho [95% CI] | median | sd | Δ vs attention [95% CI] | Δ vs best [95% CI] | "
-             "rows weighted by pieces | sentences |", "|---|---|---|---|---|---|---|---|"]
+             "| row | mean rho [95% CI] | median | sd | Δ vs attention [95% CI] | Δ vs own_vector [95% CI] | "
+             "Δ vs best [95% CI] | rows weighted by pieces | sentences |", "|---|---|---|---|---|---|---|---|---|"]
     for name, r in summary.items():
         w = summary_w.get(name, r)
         lines.append(f"| {name} | {r['mean']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] | {r['median']:.3f} | "
                      f"{r['sd']:.3f} | {_delta(r, 'minus_attention', name == 'attention')} | "
+                     f"{_delta(r, 'minus_own_vector', name == 'own_vector')} | "
                      f"{_delta(r, 'minus_best', name == r['best'])} | "
                      f"{w['mean']:.3f} [{w['ci'][0]:.3f}, {w['ci'][1]:.3f}] | {r['sentences']} |")
     lines.append(f"\nmeasures' pass {measure_seconds:.0f} s, blank-out passes {blank_seconds:.0f} s "
                  f"({len(seqs) - len(toks)} sequences), on {torch.get_num_threads()} threads")
+    lines += maps_table(stats, diagonal)
     table = "\n".join(lines) + "\n"
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -276,6 +327,9 @@ def main() -> None:
     (args.out / f"faithfulness{suffix}.json").write_text(json.dumps(
         {"blank": args.blank, "sentences": len(toks), "sample": args.sample, "seed": args.seed,
          "bootstrap": args.bootstrap, "rows": summary, "rows_weighted_by_pieces": summary_w,
+         "maps": {name: dict(zip(("own_column", "cls", "tv_to_mean_row"), np.array(s).mean(0).round(6).tolist()))
+                  for name, s in stats.items()},
+         "diagonal_per_layer": {m: np.concatenate(d, axis=1).mean(1).round(6).tolist() for m, d in diagonal.items()},
          "seconds": {"measures": measure_seconds, "blank_out": blank_seconds}}, indent=1) + "\n")
 
 
