@@ -109,9 +109,10 @@ class TaskName(Choice):
 
 class ReadoutKind(Choice):
     """What ``task=importance`` measures when heads are ablated: a frozen ``relation`` probe's accuracy per
-    relation, a frozen ``attachment`` probe's UAS (which word is each word's head: a pair classifier on word
-    vectors, not the attention-only ``probe=arc``), the sentence ``embedding`` (mean of the last hidden state over
-    all positions, specials included; 1 − cosine), or the masked-LM loss (``mlm``, models with an MLM head)."""
+    relation, a frozen ``attachment`` probe's UAS (which word is each word's head: a bilinear arc scorer on word
+    vectors, trained with a softmax over the sentence's words; not the attention-only ``probe=arc``), the sentence
+    ``embedding`` (mean of the last hidden state over all positions, specials included; 1 − cosine), or the
+    masked-LM loss (``mlm``, models with an MLM head)."""
 
     relation = "relation"
     attachment = "attachment"
@@ -423,9 +424,13 @@ class ImportanceConfig(SplitSettings, BootstrapSettings):
     ablation: Ablation = Ablation.mean
     method: ImportanceMethod = ImportanceMethod.both
     max_train_sentences: Optional[int] = 4000  # the frozen probe's training sentences (SplitSettings)
-    C: float = 1.0  # the probes' inverse L2 strength
-    max_iter: int = 500
-    attachment_negatives: int = 5  # arc probe: wrong candidate heads drawn per dependent for training
+    C: float = 1.0  # the relation probe's inverse L2 strength
+    max_iter: int = 500  # the relation probe's solver iterations
+    # the attachment readout's bilinear scorer s_ij = (x_i U)·(x_j V) + x_j·c: the rank of U and V, and its most
+    # training epochs (Adam; it stops earlier when the cross-entropy on a held-out tenth of the training sentences
+    # stops improving)
+    attachment_rank: int = 128
+    attachment_epochs: int = 30
     mlm_rate: float = 0.15  # mlm readout: share of each sentence's words masked (seeded, same in every ablation)
     min_count: int = 50  # relations with fewer evaluation arcs are not reported (``all`` always is)
     # the unablated readout should beat its trivial baselines (attachment: the left and right chains; relation:

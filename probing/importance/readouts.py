@@ -159,27 +159,44 @@ class RelationReadout(_PairReadout):
         return feats @ w.T + bias, arcs, arcs.label
 
 
+def arc_scores(x: torch.Tensor, u: torch.Tensor, v: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    """The attachment readout's scores ``(..., M, M)`` of word vectors ``x (..., M, D)``: entry ``[i, j]`` is
+    ``s_ij = (x_i U)·(x_j V) + x_j·c``, word j scored as the head of word i (``U, V (D, r)``, ``c (D,)``)."""
+    return (x @ u) @ (x @ v).transpose(-1, -2) + (x @ c)[..., None, :]
+
+
+def candidate_mask(pos: torch.Tensor, prefix: torch.Tensor, n_words: torch.Tensor,
+                   dep: torch.Tensor) -> torch.Tensor:
+    """``(A, M)``: the candidate heads of each dependent, the other words of its sentence (positions
+    ``pos (M,)``; a sentence's words at ``prefix <= position < prefix + n_words``, each ``(A,)`` like ``dep``)."""
+    return (pos >= prefix[:, None]) & (pos < (prefix + n_words)[:, None]) & (pos != dep[:, None])
+
+
 class AttachmentReadout(_PairReadout):
-    """A frozen probe scoring every word j as the head of word i: ``a·x_i + c·x_j + (e ⊙ x_i)·x_j + β``
-    (a linear model on ``[x_i; x_j; x_i ⊙ x_j]``); the prediction is the best-scoring other word (UAS)."""
+    """A frozen bilinear arc scorer (Dozat and Manning's biaffine form without the MLPs, frozen): every other
+    word j of the sentence is scored as the head of word i by :func:`arc_scores`,
+    ``s_ij = (x_i U)·(x_j V) + x_j·c`` on final-layer word vectors (``U, V (D, r)``: a rank-r bilinear term;
+    ``c (D,)``: how likely j is to be a head at all). The prediction is the best-scoring other word (UAS);
+    ``loss`` is the cross-entropy of the softmax over those candidates at the gold head. Root arcs are not
+    scored. Fitted by :func:`probing.importance.probes.fit_attachment` (softmax over the candidates, Adam,
+    early stopping on a held-out tenth of the training sentences), then frozen."""
 
     metric = "uas"
 
-    def __init__(self, corpus: Corpus, pooling: Pooling, weight: torch.Tensor, bias: float):
+    def __init__(self, corpus: Corpus, pooling: Pooling, u: torch.Tensor, v: torch.Tensor, c: torch.Tensor,
+                 fit: dict | None = None):
         super().__init__(corpus, pooling, {})
-        d = weight.shape[0] // 3
-        self.a, self.c, self.e, self.beta = weight[:d], weight[d:2 * d], weight[2 * d:], float(bias)
+        self.u, self.v, self.c = u, v, c  # (D, r), (D, r), (D,)
+        self.fit = fit or {}  # how the fit went (metrics.json: readout_fit)
 
     def _scored(self, hidden: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, Arcs, torch.Tensor]:
         x, arcs = self._vectors(hidden, batch), self.arcs(batch)
-        a, c, e = (v.to(x.device) for v in (self.a, self.c, self.e))
-        xd = x[:, arcs.b, arcs.dep]  # (R, A, D)
-        cand = x[:, arcs.b]  # (R, A, M, D)
-        s = (xd @ a)[..., None] + cand @ c + ((xd * e)[:, :, None, :] * cand).sum(-1) + self.beta
-        pos = torch.arange(batch.n_positions, device=x.device)
-        pre = torch.as_tensor(batch.prefix, device=x.device)[arcs.b, None]
-        nw = torch.as_tensor(batch.n_words, device=x.device)[arcs.b, None]
-        ok = (pos >= pre) & (pos < pre + nw) & (pos != arcs.dep[:, None])  # other words of the sentence
+        u, v, c = (w.to(device=x.device, dtype=x.dtype) for w in (self.u, self.v, self.c))
+        s = arc_scores(x, u, v, c)[:, arcs.b, arcs.dep]  # (R, A, M): every position as the head of each dependent
+        dev = x.device
+        ok = candidate_mask(torch.arange(batch.n_positions, device=dev),
+                            torch.as_tensor(batch.prefix, device=dev)[arcs.b],
+                            torch.as_tensor(batch.n_words, device=dev)[arcs.b], arcs.dep)
         return s.masked_fill(~ok, float("-inf")), arcs, arcs.head
 
 

@@ -204,10 +204,11 @@ def _readout(encoder, kind: ReadoutKind, imp: ImportanceConfig, train: Corpus, c
         readout = MlmReadout(encoder.mlm_head, encoder.tokenizer.mask_token_id, imp.mlm_rate, seed)
         return readout, readout.mask(batches)  # one masked copy, scored by every gated pass
     train_batches = make_batches(encoder, train, imp.batch_size, imp.max_batch_tokens)
-    fit = fit_relation if kind is ReadoutKind.relation else fit_attachment
-    extra = {} if kind is ReadoutKind.relation else {"negatives": imp.attachment_negatives}
     log.info("fitting the frozen %s probe on %d %s sentences ...", kind, len(train), train.split)
-    return fit(encoder.model, train, train_batches, corpus, pooling, imp.C, imp.max_iter, seed=seed, **extra), batches
+    if kind is ReadoutKind.relation:
+        return fit_relation(encoder.model, train, train_batches, corpus, pooling, imp.C, imp.max_iter, seed), batches
+    return fit_attachment(encoder.model, train, train_batches, corpus, pooling, imp.attachment_rank,
+                          imp.attachment_epochs, seed), batches
 
 
 def _metrics(ident: dict, method: ImportanceMethod, kind: ReadoutKind, imp: ImportanceConfig, train: Corpus,
@@ -220,6 +221,14 @@ def _metrics(ident: dict, method: ImportanceMethod, kind: ReadoutKind, imp: Impo
                                    "score": p.readout.metric, "groups": "UD labels as they are; root arcs not scored",
                                    "gradient": "E|dL/dxi| over sentences, divided by its L2 norm within each layer",
                                    "link": "Spearman over heads; interval: bootstrap over sentences"}}
+    if kind is ReadoutKind.attachment:
+        metrics["conventions"]["attachment"] = (
+            "frozen bilinear arc scorer s_ij = (x_i U)·(x_j V) + x_j·c on final-layer word vectors (U, V: D x "
+            f"{imp.attachment_rank}); prediction: the best-scoring other word of the sentence; loss: cross-entropy "
+            "of the softmax over those words at the gold head; trained on standardised vectors of the training "
+            f"sentences (Adam, at most {imp.attachment_epochs} epochs, early stopping on the cross-entropy of a "
+            "seeded held-out tenth of them, seeded by the run's seed)")
+        metrics["readout_fit"] = p.readout.fit
     if kind is ReadoutKind.mlm:
         metrics["conventions"]["mlm"] = (f"round({imp.mlm_rate} x words) of each sentence (at least one; seeded by "
                                          "the run's seed and the sentence) masked, all their pieces set to the "

@@ -82,22 +82,27 @@ def test_relation_readout_counts_arcs_as_a_loop_does(model, batch):
     np.testing.assert_allclose(st.loss[0].numpy(), loss, rtol=1e-5)
 
 
-def test_arc_readout_predicts_the_best_other_word(model, batch):
-    d = 32
-    w = torch.zeros(3 * d)
-    w[d] = 1.0  # score(i, j) = x_j[0]: every word picks the candidate with the largest first coordinate
-    readout = AttachmentReadout(CORPUS, "mean_sum", w, 0.0)
+def test_arc_readout_scores_every_other_word_as_a_loop_does(model, batch):
+    d, r = 32, 4
+    g = torch.Generator().manual_seed(3)
+    u, v, c = torch.randn(d, r, generator=g), torch.randn(d, r, generator=g), torch.randn(d, generator=g)
+    readout = AttachmentReadout(CORPUS, "mean_sum", u, v, c)
     with torch.no_grad():
         hidden = model(**batch.inputs).last_hidden_state
     st = readout.stats(hidden, batch, hidden)
     x = position_vectors(hidden, POS, 5, "mean_sum")
-    want = 0
+    hits, loss = np.zeros((2, 3)), np.zeros((2, 3))
     for b, s in enumerate(CORPUS):
-        for i, h in enumerate(s.heads):
-            if h >= 0:
-                cands = [j for j in range(len(s)) if j != i]
-                want += int(cands[int(np.argmax([float(x[b, 1 + j, 0]) for j in cands]))] == h)
-    assert st.hits[0, :, 0].sum().item() == want
+        for i, (h, rel) in enumerate(zip(s.heads, s.relations)):
+            if h < 0:
+                continue
+            cands = [j for j in range(len(s)) if j != i]  # the other words; [CLS], [SEP] and padding are not
+            scores = torch.stack([(x[b, 1 + i] @ u) @ (x[b, 1 + j] @ v) + x[b, 1 + j] @ c for j in cands])
+            for col in (0, readout.groups.index(rel)):
+                hits[b, col] += float(cands[int(scores.argmax())] == h)
+                loss[b, col] += float(torch.logsumexp(scores, 0) - scores[cands.index(h)])
+    np.testing.assert_allclose(st.hits[0].numpy(), hits)
+    np.testing.assert_allclose(st.loss[0].numpy(), loss, rtol=1e-5)
 
 
 def test_cached_replicated_evaluation_equals_one_pass_per_setting(model, batch):
