@@ -1,91 +1,328 @@
-"""Figures and tables of experiments/probes_ud_ewt from the collected sweeps (reads sweep.parquet only).
+"""Figures and tables of experiments/probes_ud_ewt from the runs of run.sh.
 
-    python experiments/probes_ud_ewt/figures.py [results/probes_ud_ewt]
+    python experiments/probes_ud_ewt/figures.py [results/probes_ud_ewt]     # figures + tables.md
+    python experiments/probes_ud_ewt/figures.py --select SWEEP_DIR METRIC    # "layer head" of the best job
 
-Writes layer_probes.png and head_sweep.png next to this script and prints the README's tables as Markdown.
+Reads each job's ``probe_scores.parquet`` (mean over seeds, sd, Student's t interval) and ``metrics.json``
+(per-seed values, for differences such as UAS minus the best offset), the collected ``sweep.parquet`` of the
+head sweep, and ``timings.tsv`` (written by run.sh). Writes, next to this script, ``layer_probes.png``,
+``head_sweep.png`` and ``tables.md``: every number the README quotes.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+import textwrap
 from pathlib import Path
 
 import matplotlib
+import numpy as np
+import pandas as pd
+from scipy import stats
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import pandas as pd  # noqa: E402
+
+from probing.sweep import find_jobs  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+LEVEL = 0.95
 
 
-def wide(sweep: Path) -> pd.DataFrame:
-    """A per-layer sweep's metrics, one row per layer."""
-    df = pd.read_parquet(sweep / "sweep.parquet")
-    return df.pivot_table(index="layer", columns="metric", values="value").reset_index()
+# ---- reading ---------------------------------------------------------------------------------------------
+def jobs(sweep: Path) -> list[dict]:
+    """One record per finished job of a sweep dir (or single run dir): its identity, probe_scores and seeds."""
+    out = []
+    for job in find_jobs(sweep):
+        if not (job / "probe_scores.parquet").is_file():
+            continue
+        m = json.loads((job / "metrics.json").read_text())
+        scores = pd.read_parquet(job / "probe_scores.parquet").set_index("metric")
+        out.append({"job": job, "probe": m["probe"], "layer": m["layer"], "head": m["head"],
+                    "head_set": m["head_set"], "eval_split": m["eval_split"], "train_split": m["train_split"],
+                    "scores": scores, "seeds": m["seeds"], "seconds": m.get("seconds"),
+                    "train_sentences": m.get("train_sentences")})
+    return out
 
 
-def markdown(df: pd.DataFrame, cols: list[str]) -> str:
-    head = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
-    body = ""
-    for _, r in df.iterrows():
-        cells = (f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols)
-        body += "| " + " | ".join(cells) + " |\n"
-    return head + body
+def one(records: list[dict], **where) -> dict:
+    hits = [r for r in records if all(r[k] == v for k, v in where.items())]
+    if len(hits) != 1:
+        raise LookupError(f"{len(hits)} jobs match {where}")
+    return hits[0]
 
 
-def main(out: Path) -> None:
-    rel = wide(out / "layer_sweep_relation")
-    arc = wide(out / "layer_sweep_arc")
-    allh = pd.read_parquet(out / "all_heads" / "sweep.parquet")
-    allv = allh.pivot_table(index="probe", columns="metric", values="value")
-    print("## relation probe per layer\n")
-    print(markdown(rel, ["layer", "accuracy", "control_accuracy", "selectivity", "macro_f1",
-                         "majority_accuracy"]))
-    rel_cols = ["accuracy", "control_accuracy", "selectivity", "macro_f1"]
-    print("all layers:", allv.loc["relation", rel_cols].round(3).to_dict())
-    print("\n## arc probe per layer\n")
-    print(markdown(arc, ["layer", "uas", "control_uas", "selectivity", "right_branching_uas",
-                         "best_offset_uas"]))
-    print("all layers:", allv.loc["arc", ["uas", "control_uas", "selectivity", "right_branching_uas",
-                                          "best_offset_uas"]].round(3).to_dict())
-    if "edge" in allv.index:
-        edge_cols = ["roc_auc", "accuracy", "control_accuracy", "selectivity"]
-        print("edge, all layers:", allv.loc["edge", edge_cols].round(3).to_dict())
+def t_interval(values: list[float], level: float = LEVEL) -> tuple[float, float, float]:
+    """Mean and Student's t interval of per-seed values (the same interval probe_scores gives)."""
+    a = np.asarray(values, dtype=float)
+    if len(a) < 2:
+        return float(a.mean()), np.nan, np.nan
+    half = stats.t.ppf(0.5 + level / 2, len(a) - 1) * a.std(ddof=1) / np.sqrt(len(a))
+    return float(a.mean()), float(a.mean() - half), float(a.mean() + half)
 
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.6))
-    a1.plot(rel["layer"], rel["accuracy"], "o-", label="relation probe")
-    a1.plot(rel["layer"], rel["control_accuracy"], "s--", label="control task")
-    a1.plot(rel["layer"], rel["majority_accuracy"], ":", color="grey", label="majority class")
-    a1.axhline(allv.loc["relation", "accuracy"], color="C0", alpha=0.4, label="all layers")
+
+def ci(r: dict, metric: str, signed: bool = False) -> str:
+    """``mean [low, high]`` of a metric from the job's probe_scores (value only where no interval)."""
+    s = r["scores"].loc[metric]
+    return fmt(s["value"], s["ci_low"], s["ci_high"], signed)
+
+
+def val(r: dict, metric: str) -> float:
+    return float(r["scores"].loc[metric, "value"])
+
+
+def diff(r: dict, a: str, b: str) -> str:
+    """``a - b`` per seed, with its t interval."""
+    v = r["seeds"]["values"]
+    return fmt(*t_interval([x - y for x, y in zip(v[a], v[b])]), signed=True)
+
+
+def fmt(v: float, lo: float = np.nan, hi: float = np.nan, signed: bool = False) -> str:
+    f = "{:+.3f}" if signed else "{:.3f}"
+    if np.isnan(lo) or f.format(lo) == f.format(hi):  # no interval, or one narrower than the rounding
+        return f.format(v)
+    return f"{f.format(v)} [{f.format(lo)}, {f.format(hi)}]"
+
+
+def markdown(rows: list[dict]) -> str:
+    cols = list(rows[0])
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(str(r[c]) for c in cols) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def name(r: dict) -> str:
+    return "all 72 heads" if r["head_set"] == "all" else r["head_set"]
+
+
+# ---- tables ----------------------------------------------------------------------------------------------
+def relation_rows(records: list[dict]) -> list[dict]:
+    return [{"heads": name(r), "accuracy": ci(r, "accuracy"), "control accuracy": ci(r, "control_accuracy"),
+             "selectivity": ci(r, "selectivity", True), "macro-F1": ci(r, "macro_f1"),
+             "majority class": ci(r, "majority_accuracy"),
+             "control majority": ci(r, "control_majority_accuracy"), "train arcs": f"{val(r, 'n_train'):,.0f}", "eval arcs": f"{val(r, 'n_eval'):,.0f}"} for r in records]
+
+
+def arc_rows(records: list[dict]) -> list[dict]:
+    return [{"heads": name(r), "UAS": ci(r, "uas"), "control UAS": ci(r, "control_uas"),
+             "selectivity": ci(r, "selectivity", True), "right-branching": ci(r, "right_branching_uas"),
+             "best offset": f"{ci(r, 'best_offset_uas')} ({val(r, 'best_offset'):+.0f})",
+             "UAS - best offset": diff(r, "uas", "best_offset_uas"),
+             "train words": f"{val(r, 'n_train'):,.0f}", "eval words": f"{val(r, 'n_eval'):,.0f}"} for r in records]
+
+
+def edge_rows(r: dict) -> list[dict]:
+    return [{"heads": name(r), "ROC-AUC": ci(r, "roc_auc"), "accuracy": ci(r, "accuracy"),
+             "majority class": ci(r, "majority_accuracy"), "control ROC-AUC": ci(r, "control_roc_auc"),
+             "control accuracy": ci(r, "control_accuracy"),
+             "control majority": ci(r, "control_majority_accuracy"),
+             "selectivity (accuracy)": ci(r, "selectivity", True),
+             "ROC-AUC - control ROC-AUC": diff(r, "roc_auc", "control_roc_auc"),
+             "train pairs": f"{val(r, 'n_train'):,.0f}", "eval pairs": f"{val(r, 'n_eval'):,.0f}"}]
+
+
+def seed_rows(records: list[dict], metric: str) -> list[dict]:
+    """A metric's value for each seed (the control tasks differ most between seeds)."""
+    return [{"heads": name(r), **{f"seed {k}": f"{v:.3f}" for k, v in zip(r["seeds"]["seeds"],
+                                                                         r["seeds"]["values"][metric])}}
+            for r in records]
+
+
+def margin_rows(rel: dict, edge: dict) -> list[dict]:
+    """Each task and its control against its own majority class (the two have different label distributions)."""
+    return [{"all 72 heads": p, "task - majority": diff(r, "accuracy", "majority_accuracy"),
+             "control - control majority": diff(r, "control_accuracy", "control_majority_accuracy")}
+            for p, r in [("relation", rel), ("edge", edge)]]
+
+
+def head_sweep_tables(heads: list[dict]) -> tuple[str, tuple[int, int]]:
+    acc = sorted(heads, key=lambda r: (-val(r, "accuracy"), r["layer"], r["head"]))
+    top = relation_rows(acc[:5])
+    a = np.array([val(r, "accuracy") for r in heads])
+    sel = np.array([val(r, "selectivity") for r in heads])
+    lo = lambda r, m: float(r["scores"].loc[m, "ci_low"])  # noqa: E731
+    maj = np.array([val(r, "majority_accuracy") for r in heads])
+    above = sum(lo(r, "accuracy") > val(r, "majority_accuracy") for r in heads)
+    sel_pos = sum(lo(r, "selectivity") > 0 for r in heads)
+    sel_rank = sorted(heads, key=lambda r: -val(r, "selectivity"))[:5]
+    summary = [
+        {"over the 72 heads": "median accuracy", "value": f"{np.median(a):.3f}"},
+        {"over the 72 heads": "lowest / highest accuracy", "value": f"{a.min():.3f} / {a.max():.3f}"},
+        {"over the 72 heads": "majority class (per head, mean)", "value": f"{maj.mean():.3f}"},
+        {"over the 72 heads": "heads whose accuracy interval lies above the majority class", "value": f"{above}"},
+        {"over the 72 heads": "median selectivity", "value": f"{np.median(sel):+.3f}"},
+        {"over the 72 heads": "heads whose selectivity interval lies above 0", "value": f"{sel_pos}"},
+        {"over the 72 heads": "five most selective heads",
+         "value": ", ".join(f"{r['head_set']} {val(r, 'selectivity'):+.3f}" for r in sel_rank)},
+    ]
+    text = ("## Single heads, relation probe, EWT dev: the five most accurate of 72 (in-sample maxima)\n\n"
+            + markdown(top) + "\n" + markdown(summary))
+    return text, (acc[0]["layer"], acc[0]["head"])
+
+
+def held_out_rows(dev_head: dict, test_head: dict, dev_lrel: dict, test_lrel: dict, dev_larc: dict,
+                  test_larc: dict) -> list[dict]:
+    rows = []
+    for what, d, t, m in [("single head, relation (best of 72)", dev_head, test_head, "accuracy"),
+                          ("layer, relation (best of 6)", dev_lrel, test_lrel, "accuracy"),
+                          ("layer, arc (best of 6)", dev_larc, test_larc, "uas")]:
+        if m == "uas":
+            base = f"RB {val(t, 'right_branching_uas'):.3f}, offset {val(t, 'best_offset_uas'):.3f}"
+        else:
+            base = f"majority {val(t, 'majority_accuracy'):.3f}"
+        rows.append({"chosen on dev": what, "choice": t["head_set"], "metric": m, "dev (in-sample max)": ci(d, m),
+                     "test": ci(t, m), "test control": ci(t, f"control_{m}"),
+                     "test selectivity": ci(t, "selectivity", True), "test baselines": base,
+                     "eval items (test)": f"{val(t, 'n_eval'):,.0f}"})
+    return rows
+
+
+def full_train_rows(sub_arc: dict, full_arc: dict) -> list[dict]:
+    return [{"layer 3, arc probe": label, "train words": f"{val(r, 'n_train'):,.0f}", "UAS": ci(r, "uas"),
+             "control UAS": ci(r, "control_uas"), "selectivity": ci(r, "selectivity", True),
+             "compute s (3 seeds)": f"{r['seconds']:.0f}"}
+            for label, r in [("1,500 sentences", sub_arc), ("all 12,544 sentences", full_arc)]]
+
+
+def timing_rows(out: Path, heads: list[dict], allh: list[dict]) -> list[dict]:
+    t = pd.read_csv(out / "timings.tsv", sep="\t", header=None, names=["step", "wall", "kb", "load", "n_jobs"])
+    t = t.sort_values("wall").groupby("step", sort=False).tail(1)  # the run that computed (not a reuse)
+    order = pd.read_csv(out / "timings.tsv", sep="\t", header=None)[0].drop_duplicates().tolist()
+    t = t.set_index("step").loc[order]
+    def step(s: str, wall: float) -> str:  # an extraction that took under a minute found its store
+        return s + (" (store found, built before)" if s.startswith("extract") and wall < 60 else "")
+
+    rows = [{"step": step(s, r.wall), "wall s": f"{r.wall:.0f}", "peak MiB (largest process)": f"{r.kb / 1024:,.0f}",
+             "load average at start": f"{r.load:.1f}", "joblib workers": int(r.n_jobs)} for s, r in t.iterrows()]
+    secs = np.array([r["seconds"] for r in heads])
+    rows.append({"step": "head sweep: compute per job (3 seeds, task + control fits), median / max",
+                 "wall s": f"{np.median(secs):.0f} / {secs.max():.0f}", "peak MiB (largest process)": "",
+                 "load average at start": "", "joblib workers": ""})
+    rows.append({"step": "all heads: compute per job (3 seeds), relation / arc / edge",
+                 "wall s": " / ".join(f"{one(allh, probe=p)['seconds']:.0f}" for p in ("relation", "arc", "edge")),
+                 "peak MiB (largest process)": "", "load average at start": "", "joblib workers": ""})
+    return rows
+
+
+# ---- figures ---------------------------------------------------------------------------------------------
+def errbar(ax, records, metric, **kw):
+    x = [r["layer"] for r in records]
+    s = [r["scores"].loc[metric] for r in records]
+    y = np.array([v["value"] for v in s])
+    err = np.array([[v["value"] - v["ci_low"] for v in s], [v["ci_high"] - v["value"] for v in s]])
+    ax.errorbar(x, y, yerr=np.nan_to_num(err), capsize=3, **kw)
+
+
+def layer_figure(rel: list[dict], arc: list[dict], all_rel: dict, all_arc: dict) -> None:
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    errbar(a1, rel, "accuracy", fmt="o-", label="relation probe")
+    errbar(a1, rel, "control_accuracy", fmt="s--", label="control task")
+    a1.plot([r["layer"] for r in rel], [val(r, "majority_accuracy") for r in rel], ":", color="grey",
+            label="majority class")
+    a1.plot([r["layer"] for r in rel], [val(r, "control_majority_accuracy") for r in rel], ":", color="C1",
+            alpha=0.6, label="control majority")
+    a1.axhline(val(all_rel, "accuracy"), color="C0", alpha=0.4, label="all 72 heads")
     a1.set(xlabel="layer", ylabel="accuracy (EWT dev)", title="relation probe, one layer's 12 heads")
     a1.legend(fontsize=7)
-    a2.plot(arc["layer"], arc["uas"], "o-", label="Attn probe")
-    a2.plot(arc["layer"], arc["control_uas"], "s--", label="control task")
-    a2.plot(arc["layer"], arc["right_branching_uas"], ":", color="grey", label="right-branching")
-    a2.plot(arc["layer"], arc["best_offset_uas"], "-.", color="black", alpha=0.6, label="best offset")
-    a2.axhline(allv.loc["arc", "uas"], color="C0", alpha=0.4, label="all layers")
+    errbar(a2, arc, "uas", fmt="o-", label="Attn probe")
+    errbar(a2, arc, "control_uas", fmt="s--", label="control task")
+    a2.plot([r["layer"] for r in arc], [val(r, "right_branching_uas") for r in arc], ":", color="grey",
+            label="right-branching")
+    a2.plot([r["layer"] for r in arc], [val(r, "best_offset_uas") for r in arc], "-.", color="black", alpha=0.6,
+            label="best offset")
+    a2.axhline(val(all_arc, "uas"), color="C0", alpha=0.4, label="all 72 heads")
     a2.set(xlabel="layer", ylabel="UAS (EWT dev, no punct.)", title="arc probe (Clark et al.'s Attn)")
     a2.legend(fontsize=7)
+    fig.suptitle("mean of 3 seeds; bars: 95% t interval across seeds", fontsize=8)
     fig.tight_layout()
     fig.savefig(HERE / "layer_probes.png", dpi=120)
     plt.close(fig)
 
-    heads = pd.read_parquet(out / "head_sweep_relation" / "sweep.parquet")
+
+def head_figure(heads: list[dict], best: tuple[int, int]) -> None:
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
     for ax, metric in zip(axes, ["accuracy", "selectivity"]):
-        grid = heads[heads.metric == metric].pivot_table(index="layer", columns="head", values="value")
-        im = ax.imshow(grid.to_numpy(dtype=float), cmap="viridis", aspect="auto")
-        ax.set(xticks=range(grid.shape[1]), yticks=range(grid.shape[0]), xlabel="head", ylabel="layer",
-               title=f"relation probe, one head: {metric}")
+        grid = np.full((6, 12), np.nan)
+        for r in heads:
+            grid[r["layer"], r["head"]] = val(r, metric)
+        im = ax.imshow(grid, cmap="viridis", aspect="auto")
+        ax.add_patch(plt.Rectangle((best[1] - 0.5, best[0] - 0.5), 1, 1, fill=False, edgecolor="red", lw=1.5))
+        ax.set(xticks=range(12), yticks=range(6), xlabel="head", ylabel="layer",
+               title=f"relation probe, one head: {metric} (dev, mean of 3 seeds)")
         fig.colorbar(im, ax=ax)
     fig.tight_layout()
     fig.savefig(HERE / "head_sweep.png", dpi=120)
     plt.close(fig)
-    best = heads[heads.metric == "accuracy"].sort_values("value", ascending=False).head(5)
-    print("\nbest single heads (relation accuracy):", [(int(r.layer), int(r["head"]), round(r.value, 3))
-                                                       for _, r in best.iterrows()])
+
+
+# ---- main ------------------------------------------------------------------------------------------------
+def main(out: Path) -> None:
+    rel = sorted(jobs(out / "layer_sweep_relation"), key=lambda r: r["layer"])
+    arc = sorted(jobs(out / "layer_sweep_arc"), key=lambda r: r["layer"])
+    allh = jobs(out / "all_heads")
+    all_rel, all_arc, all_edge = (one(allh, probe=p) for p in ("relation", "arc", "edge"))
+    heads = jobs(out / "head_sweep_relation")
+    held = jobs(out / "held_out")
+    level = int(round(100 * rel[0]["seeds"]["level"]))
+    n_seeds = len(rel[0]["seeds"]["seeds"])
+    parts = [
+        "# Tables of experiments/probes_ud_ewt\n\n" + textwrap.fill(
+        f"Written by `figures.py` from the runs of `run.sh` (`{out}`); do not edit by hand. MiniLM, UD English "
+        f"EWT r2.16, probes trained on a seeded subsample of 1,500 of the 12,544 train sentences (another per "
+        f"seed) and scored on the split named. Each score is the mean of {n_seeds} seeds with its {level}% "
+        "Student's t interval across seeds in brackets; baselines without an interval do not vary with the seed "
+        "(or vary by less than 0.0005). Punctuation dependents are neither trained on nor scored.", 116) + "\n",
+        "## Relation probe, EWT dev\n\n" + markdown(relation_rows(rel + [all_rel])),
+        "## Arc probe (Attn), EWT dev\n\nRight-branching: each word's head is the next word. Best offset: the "
+        "offset in -5..5\nwith the best UAS on the training sample (in brackets).\n\n"
+        + markdown(arc_rows(arc + [all_arc])),
+        "## Arc probe: control UAS per seed, EWT dev\n\n" + markdown(seed_rows(arc + [all_arc], "control_uas")),
+        "## Edge probe, all 72 heads, EWT dev\n\n" + markdown(edge_rows(all_edge)),
+        "## Task and control, each against its own majority class, all 72 heads, EWT dev\n\n"
+        + markdown(margin_rows(all_rel, all_edge)),
+    ]
+    head_text, best = head_sweep_tables(heads)
+    parts.append(head_text)
+    if held:
+        brel = select(out / "layer_sweep_relation", "accuracy")[0]
+        barc = select(out / "layer_sweep_arc", "uas")[0]
+        dev_head = one(heads, layer=best[0], head=best[1])
+        parts.append("## Held out: chosen on EWT dev, scored on EWT test\n\nThe dev column is the maximum over "
+                     "the candidates (biased upwards); the test columns score\nthe same choice on other "
+                     "sentences.\n\n" + markdown(held_out_rows(
+                         dev_head, one(held, probe="relation", head_set=f"L{best[0]}H{best[1]}"),
+                         one(rel, layer=brel), one(held, probe="relation", head_set=f"L{brel}"),
+                         one(arc, layer=barc), one(held, probe="arc", head_set=f"L{barc}"))))
+    if (out / "full_train_layer3").is_dir():
+        full = jobs(out / "full_train_layer3")
+        parts.append("## All of EWT train against the 1,500-sentence subsample, layer 3, EWT dev\n\n" + markdown(
+            full_train_rows(one(arc, layer=3), one(full, probe="arc"))))
+    if (out / "single_L0H0").is_dir():  # the lone job and the sweep's job for the same head: same numbers?
+        lone, swept = one(jobs(out / "single_L0H0")), one(heads, layer=0, head=0)
+        gap = (lone["scores"]["value"] - swept["scores"]["value"].reindex(lone["scores"].index)).abs().max()
+        parts.append("## Same config, same numbers\n\n" + markdown([{
+            "compared": "one job run alone (L0H0) against the head sweep's L0H0 job",
+            "metrics": len(lone["scores"]), "largest absolute difference": f"{gap:.1e}"}]))
+    if (out / "timings.tsv").is_file():
+        parts.append("## Wall times (2 CPU cores shared with other work; `nice -n 10`)\n\n"
+                     + markdown(timing_rows(out, heads, allh)))
+    (HERE / "tables.md").write_text("\n".join(parts))
+    layer_figure(rel, arc, all_rel, all_arc)
+    head_figure(heads, best)
+    print((HERE / "tables.md").read_text())
+
+
+def select(sweep: Path, metric: str) -> tuple[int, int]:
+    """The job with the highest mean ``metric`` of a collected sweep (ties: lowest layer, then head)."""
+    df = pd.read_parquet(sweep / "sweep.parquet")
+    df = df[df.metric == metric].sort_values(["value", "layer", "head"], ascending=[False, True, True])
+    row = df.iloc[0]
+    return int(row["layer"]), (int(row["head"]) if pd.notna(row["head"]) else -1)
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("results/probes_ud_ewt"))
+    if len(sys.argv) > 1 and sys.argv[1] == "--select":
+        print(*select(Path(sys.argv[2]), sys.argv[3]))
+    else:
+        main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path("results/probes_ud_ewt"))
