@@ -1,17 +1,34 @@
-"""Figures and tables of the head-importance experiment from ``task=importance`` run dirs (one per readout):
-per relation, the single-head ablation importance heatmap beside the attention-accuracy heatmap (dep_to_head),
-the pruning curves, the correlation table of every run (``link.md``) and the pruning curves on all arcs as a table
-(``pruning.md``: per readout and order, the score at every fraction of heads removed; random orders as mean,
-min and max). Figures are named by readout (``importance_vs_attention_<readout>.png``, ``pruning_all_<readout>.png``,
-``importance_<relation>_<readout>.png``).
+"""Tables and figures of the head-importance experiment from ``task=importance`` run dirs (one per readout). Every
+number the README quotes is in one of the tables written here:
 
-    python experiments/head_importance_ud_ewt/summarise.py RUN_DIR [RUN_DIR ...] --heads HEADS_RUN_DIR \
-        [--relations all nsubj det ...]
+- ``readouts.md``: each readout's unablated score beside its trivial baselines (left and right chains; the
+  majority label), the margin over the best of them and whether it clears ``importance.baseline_margin``, the
+  score with every head ablated, the readout's fit, the evaluation arcs and the stage wall times;
+- ``heads.md``: per readout, the five largest single-head drops on all arcs and the three smallest, the five heads
+  of largest gradient importance and every leave-one-layer-in drop, with their bootstrap intervals;
+- ``per_relation.md``: per readout and relation, the head whose ablation costs most, with its interval;
+- ``link.md``: Spearman over heads between attention accuracy and single-head importance, per readout, relation
+  and direction, with its interval, one-sided bootstrap p, Benjamini-Hochberg p_adjusted and decision;
+- ``link_summary.md``: per readout and direction, the links tested, those BH-positive, and those whose interval
+  lies above or below 0;
+- ``pruning.md``: the pruning curves on all arcs (random orders: mean and the min-max band of the orders);
+- ``prunable.md``: per readout and order (each random order, and their mean curve), the largest fraction of heads
+  removed with the score within 5 points of the unablated score, and the curve's peak.
+
+Figures (named by readout): ``importance_vs_attention_<readout>.png`` (per relation, the single-head drop heatmap
+beside the dep→head attention-accuracy heatmap), ``pruning_all_<readout>.png`` (curves on all arcs with the band
+of the random orders, the 5-point line and the trivial baselines), ``importance_<relation>_<readout>.png`` (the
+run's scatter of attention accuracy against importance). Attention accuracy is each run's own ``heads`` table
+(computed on the evaluation sentences), or ``--heads`` (a ``task=heads`` run dir over the same sentences).
+
+    python experiments/head_importance_ud_ewt/summarise.py RUN_DIR [RUN_DIR ...] [--heads HEADS_RUN_DIR] \
+        [--relations all nsubj det ...] [--out DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 from pathlib import Path
 
@@ -19,16 +36,16 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from probing.figures.importance import pruning_plot  # noqa: E402
 from probing.results import read_table  # noqa: E402
+from probing.tasks.importance import _within_5_points  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-
-
-LABELS = {"accuracy": "relation-probe accuracy", "uas": "arc-probe UAS", "cosine": "embedding cosine",
+LABELS = {"accuracy": "relation-probe accuracy", "uas": "attachment-readout UAS", "cosine": "embedding cosine",
           "mlm_accuracy": "masked-LM accuracy"}
+STAGES = ("probe", "ablation", "gradient", "attention_accuracy", "pruning")
 
 
 def heatmaps(imp: pd.DataFrame, link: pd.DataFrame, accuracy: pd.DataFrame, relations: list[str], metric: str,
@@ -38,8 +55,8 @@ def heatmaps(imp: pd.DataFrame, link: pd.DataFrame, accuracy: pd.DataFrame, rela
     for row, rel in zip(axes, relations):
         drop = one[one.relation == rel].pivot(index="layer", columns="head", values="score")
         acc = accuracy[(accuracy.relation == rel)].pivot(index="layer", columns="head", values="accuracy")
-        im0 = row[0].imshow(drop.to_numpy(), cmap="magma", aspect="auto")
-        im1 = row[1].imshow(acc.to_numpy(), cmap="viridis", aspect="auto", vmin=0, vmax=1)
+        im0 = row[0].imshow(drop.to_numpy(float), cmap="magma", aspect="auto")
+        im1 = row[1].imshow(acc.to_numpy(float), cmap="viridis", aspect="auto", vmin=0, vmax=1)
         r = link[(link.relation == rel) & (link.direction == "dep_to_head")]
         rho = f"ρ = {r.rho.iloc[0]:.2f} [{r.ci_low.iloc[0]:.2f}, {r.ci_high.iloc[0]:.2f}]" if len(r) else ""
         row[0].set_title(f"{rel}: {LABELS.get(metric, metric)} drop when ablated", fontsize=9)
@@ -53,50 +70,182 @@ def heatmaps(imp: pd.DataFrame, link: pd.DataFrame, accuracy: pd.DataFrame, rela
     plt.close(fig)
 
 
+def pruning_figure(prune: pd.DataFrame, metrics: dict, metric: str, title: str, path: Path) -> None:
+    """The curves on all arcs: informed orders as lines, random orders as their mean and min-max band, the
+    unablated score minus 5 points dashed, the trivial baselines dotted."""
+    t = prune[prune.relation == "all"]
+    fig, ax = plt.subplots(figsize=(5.6, 3.8), dpi=90)
+    for order, s in t.groupby("order", sort=True):
+        curve = s.groupby("fraction_removed")["score"]
+        x = np.array(sorted(s.fraction_removed.unique()), dtype=float)
+        if order == "random":
+            n = s.seed.nunique()
+            ax.fill_between(x, curve.min().to_numpy(), curve.max().to_numpy(), alpha=0.25, color="grey")
+            ax.plot(x, curve.mean().to_numpy(), color="grey", label=f"random ({n} orders: mean, min-max)")
+        else:
+            ax.plot(x, curve.mean().to_numpy(), marker="o", ms=3, label=str(order))
+    clean = metrics[f"clean_{metric}"]
+    ax.axhline(clean - 0.05, color="black", ls="--", lw=0.8, label="unablated − 5 points")
+    for name, value in (metrics.get("readout_baselines") or {}).items():
+        ax.axhline(value, color="tab:red", ls=":", lw=0.9)
+        ax.annotate(name, (1.0, value), xytext=(-2, 2), textcoords="offset points", ha="right", fontsize=7,
+                    color="tab:red")
+    ax.set_xlabel("fraction of heads removed")
+    ax.set_ylabel(LABELS.get(metric, metric))
+    ax.legend(fontsize=7)
+    ax.set_title(f"{title} · all arcs", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
 def markdown(df: pd.DataFrame) -> str:
-    """A markdown table, floats to 3 decimals."""
-    cells = [[f"{v:.3f}" if isinstance(v, float) else str(v) for v in row] for row in df.itertuples(index=False)]
+    """A markdown table, floats to 3 decimals, p-values to 4, missing values empty."""
+    def cell(col: str, v) -> str:
+        if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA:
+            return ""
+        if isinstance(v, (float, np.floating)):
+            return f"{v:.4f}" if col in ("p", "p_adjusted") or col.startswith("smallest_p") else f"{v:.3f}"
+        return str(v)
     lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-    return "\n".join(lines + ["| " + " | ".join(c) + " |" for c in cells]) + "\n"
+    lines += ["| " + " | ".join(cell(c, v) for c, v in zip(df.columns, row)) + " |"
+              for row in df.itertuples(index=False)]
+    return "\n".join(lines) + "\n"
+
+
+def readout_row(readout: str, metric: str, metrics: dict, imp: pd.DataFrame, prune: pd.DataFrame) -> dict:
+    """metrics.json's readout against its baselines, its score with every head ablated, fit and timings."""
+    base = metrics.get("readout_baselines") or {}
+    t = prune[(prune.relation == "all")]
+    fit = metrics.get("readout_fit") or {}
+    row = {"readout": readout, "metric": metric, "eval_sentences": metrics["eval_sentences"],
+           "arcs": int(imp[(imp.method == "ablation") & (imp.relation == "all")].n.iloc[0]),
+           "train_sentences": metrics["train_sentences"], "unablated": metrics[f"clean_{metric}"],
+           "baselines": ", ".join(f"{k} {v:.3f}" for k, v in base.items()),
+           "best_baseline": max(base.values()) if base else None, "margin": metrics.get("readout_margin"),
+           "beats_by_0.05": metrics.get("readout_beats_baselines"),
+           "all_heads_ablated": float(t[t.fraction_removed == 1].score.iloc[0]),
+           "fit": (f"held-out UAS {fit['heldout_uas']:.3f} on {fit['heldout_sentences']} sentences, best epoch "
+                   f"{fit['best_epoch']} of {fit['epochs_run']}" if fit.get("heldout_uas") is not None else "")}
+    seconds = metrics.get("stage_seconds", {})
+    row.update({f"{s}_s": round(seconds[s]) for s in STAGES if s in seconds})
+    row["total_s"] = round(metrics["seconds"]) if "seconds" in metrics else None
+    return row
+
+
+def head_rows(readout: str, metric: str, imp: pd.DataFrame, top: int = 5) -> list[dict]:
+    """The largest single-head drops and gradient importances on all arcs, and every leave-one-layer-in drop."""
+    rows = []
+    a = imp[imp.relation == "all"]
+    for method, m in (("ablation", f"{metric}_drop"), ("gradient", "gradient"), ("layer_in", f"{metric}_drop")):
+        t = a[(a.method == method) & (a.metric == m)]
+        if method == "layer_in":
+            t = t.sort_values("layer")
+        else:  # stable: ties keep head order, as metrics.json's most_important_* does
+            ranked = t.sort_values("score", ascending=False, kind="stable")
+            t = ranked.head(top) if method == "gradient" else pd.concat([ranked.head(top), ranked.tail(3)])
+        for r in t.itertuples():
+            head = f"L{int(r.layer)}" + ("" if pd.isna(r.head) else f"H{int(r.head)}")
+            rows.append({"readout": readout, "method": method, "measure": m,
+                         "head": head if method != "layer_in" else f"only L{int(r.layer)} kept",
+                         "score": r.score, "ci_low": r.ci_low, "ci_high": r.ci_high})
+    return rows
+
+
+def per_relation_rows(readout: str, metric: str, imp: pd.DataFrame) -> list[dict]:
+    one = imp[(imp.method == "ablation") & (imp.metric == f"{metric}_drop")]
+    rows = []
+    for rel, t in one.groupby("relation", sort=True):
+        r = t.sort_values("score", ascending=False, kind="stable").iloc[0]
+        rows.append({"readout": readout, "relation": rel, "arcs": int(r.n),
+                     "head": f"L{int(r.layer)}H{int(r['head'])}", "drop": r.score, "ci_low": r.ci_low,
+                     "ci_high": r.ci_high})
+    return rows
+
+
+def link_summary(link: pd.DataFrame) -> pd.DataFrame:
+    """Per readout and direction: relations tested, BH-positive links, intervals above 0 and below 0."""
+    rows = []
+    for (readout, direction), t in link.groupby(["readout", "direction"], sort=False):
+        rows.append({"readout": readout, "direction": direction, "relations": len(t),
+                     "positive_bh": int(t.positive.fillna(False).astype(bool).sum()),
+                     "ci_above_0": int((t.ci_low > 0).sum()), "ci_below_0": int((t.ci_high < 0).sum()),
+                     "smallest_p": float(t.p.min()), "smallest_p_adjusted": float(t.p_adjusted.min())})
+    return pd.DataFrame(rows)
 
 
 def pruning_table(prune: pd.DataFrame) -> pd.DataFrame:
-    """The ``all`` curves of one run: a row per (order, fraction removed), random orders pooled over seeds."""
+    """The ``all`` curves of one run: a row per (order, fraction removed), random orders as mean, min and max."""
     t = prune[prune.relation == "all"]
     out = (t.groupby(["readout", "order", "fraction_removed", "heads_removed"])["score"]
            .agg(score="mean", low="min", high="max").reset_index())
     return out.astype({"fraction_removed": float, "heads_removed": int})
 
 
+def prunable_rows(readout: str, prune: pd.DataFrame) -> list[dict]:
+    """Per order (each random order, and the random orders' mean curve): the largest fraction removed before the
+    all-arcs score first falls more than 5 points below the unablated score (metrics.json's rule), the score
+    there, and the curve's peak with the fraction where it is reached."""
+    t = prune[prune.relation == "all"]
+    curves = [(o, "", s.groupby("fraction_removed")["score"].mean()) for o, s in t.groupby("order", sort=True)
+              if o != "random"]
+    rnd = t[t.order == "random"]
+    curves += [("random", str(int(seed)), s.set_index("fraction_removed")["score"])
+               for seed, s in rnd.groupby("seed", sort=True)]
+    if len(rnd):
+        curves.append(("random", "mean", rnd.groupby("fraction_removed")["score"].mean()))
+    heads = t.groupby("fraction_removed")["heads_removed"].first()
+    rows = []
+    for order, seed, curve in curves:
+        curve = curve.sort_index()
+        f = _within_5_points(curve)
+        rows.append({"readout": readout, "order": order, "seed": seed, "unablated": float(curve.iloc[0]),
+                     "within_5_points_to": f, "heads_removed": int(heads[f]), "score_there": float(curve[f]),
+                     "peak": float(curve.max()), "peak_at": float(curve.idxmax())})
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("run_dirs", type=Path, nargs="+", help="task=importance run dirs (one per readout)")
-    ap.add_argument("--heads", type=Path, help="a task=heads run dir over the same sentences (heatmaps)")
+    ap.add_argument("--heads", type=Path, help="a task=heads run dir over the same sentences (else each run's own)")
     ap.add_argument("--relations", nargs="+", default=["all", "nsubj", "det", "case", "amod"])
+    ap.add_argument("--out", type=Path, default=HERE, help="where the tables and figures go (default: here)")
     args = ap.parse_args()
-    heads = read_table(args.heads, "heads") if args.heads else None
-    if heads is not None:
-        heads = heads[(heads.label_set == "as_is") & (heads.measure == "attention")]
-    links, prunes = [], []
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    fixed = read_table(args.heads, "heads") if args.heads else None
+    links, prunes, readouts, heads, per_rel, prunable = [], [], [], [], [], []
     for run_dir in args.run_dirs:
         imp, link, prune = (read_table(run_dir, n) for n in ("importance", "importance_link", "pruning"))
-        readout = str(imp.readout.iloc[0])
-        metric = str(imp[imp.metric.str.endswith("_drop")].metric.iloc[0])[: -len("_drop")]
+        metrics = json.loads((run_dir / "metrics.json").read_text())
+        readout, metric = str(imp.readout.iloc[0]), metrics["conventions"]["score"]
+        acc = fixed if fixed is not None else read_table(run_dir, "heads")
+        acc = acc[(acc.label_set == "as_is") & (acc.measure == "attention") & (acc.direction == "dep_to_head")]
         rels = [r for r in args.relations if r in set(imp.relation)]
-        if heads is not None:
-            heatmaps(imp, link, heads[heads.direction == "dep_to_head"], rels, metric,
-                     HERE / f"importance_vs_attention_{readout}.png")
-        pruning_plot(prune, "all", LABELS.get(metric, metric), f"MiniLM · EWT dev · {readout} readout",
-                     HERE / f"pruning_all_{readout}.png")
+        heatmaps(imp, link, acc, rels, metric, out / f"importance_vs_attention_{readout}.png")
+        pruning_figure(prune, metrics, metric, f"MiniLM · EWT dev · {readout} readout",
+                       out / f"pruning_all_{readout}.png")
         for rel in ("all", "nsubj", "det"):
             f = run_dir / "figures" / f"importance_{rel}.png"
             if f.is_file():
-                shutil.copy(f, HERE / f"importance_{rel}_{readout}.png")
+                shutil.copy(f, out / f"importance_{rel}_{readout}.png")
         links.append(link)
         prunes.append(pruning_table(prune))
-    link = pd.concat(links, ignore_index=True)
-    (HERE / "link.md").write_text(markdown(link.sort_values(["readout", "direction", "relation"])))
-    (HERE / "pruning.md").write_text(markdown(pd.concat(prunes, ignore_index=True)))
+        readouts.append(readout_row(readout, metric, metrics, imp, prune))
+        heads += head_rows(readout, metric, imp)
+        per_rel += per_relation_rows(readout, metric, imp)
+        prunable += prunable_rows(readout, prune)
+    link = pd.concat(links, ignore_index=True).sort_values(["readout", "direction", "relation"])
+    link = link[["readout", "relation", "direction", "n_heads", "rho", "ci_low", "ci_high", "ci_resampled", "p",
+                 "p_adjusted", "positive"]]
+    (out / "link.md").write_text(markdown(link))
+    (out / "link_summary.md").write_text(markdown(link_summary(link)))
+    (out / "pruning.md").write_text(markdown(pd.concat(prunes, ignore_index=True)))
+    (out / "readouts.md").write_text(markdown(pd.DataFrame(readouts)))
+    (out / "heads.md").write_text(markdown(pd.DataFrame(heads)))
+    (out / "per_relation.md").write_text(markdown(pd.DataFrame(per_rel)))
+    (out / "prunable.md").write_text(markdown(pd.DataFrame(prunable)))
 
 
 if __name__ == "__main__":
