@@ -9,13 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 import torch
 
-from probing.alignment import piece_positions
+from probing.alignment import load_kernel, piece_positions
 from probing.buffers import Buffers
 from probing.config import ModelConfig, enum_value
 from probing.errors import ModelLoadError
@@ -129,6 +130,7 @@ class Encoder:
         self.word_prefix: str = word_prefix(tokenizer)
         self._ffn_skipped = False
         self._pooler: Any = None
+        self._skipped_mlp: Optional[torch.nn.Module] = None  # zeroed in the model's passes (skip_last_ffn)
         # the large temporaries of its batches (pooling, mixing measures), kept while the encoder is: the
         # same pages then serve every batch of every extraction (:mod:`probing.buffers`)
         self.buffers = Buffers()
@@ -179,6 +181,8 @@ class Encoder:
         dev = _device(cfg.device)
         model.to(dev)
         model.eval()
+        if dev.type == "cpu":
+            load_kernel()  # pooling's compiled kernel, loaded with the model rather than in the first batch
         if head is not None:
             head.to(dev)
             head.eval()
@@ -212,16 +216,24 @@ class Encoder:
     def skip_last_ffn(self) -> bool:
         """Make the last layer's feed-forward block a no-op: its output never reaches any attention map.
 
-        Works for BERT-style layers (``feed_forward_chunk``); returns False where the layout is unknown.
-        """
+        BERT-style layers (``feed_forward_chunk``) are bypassed for good; a layer whose block is its ``mlp``
+        module (Llama, Qwen2, Mistral, GPT-NeoX, ModernBERT) gets zeros from it during :meth:`forward`'s pass
+        only, so that the mixing measures, which call the block's modules themselves, see the real one.
+        Returns False where the layout is unknown."""
         layers = _layers(self.model)
-        if layers is None or not hasattr(layers[-1], "feed_forward_chunk"):
+        if layers is None:
             return False
         if self._ffn_skipped:
             return True
-        layers[-1].feed_forward_chunk = lambda attention_output: attention_output
-        if getattr(self.model, "pooler", None) is not None:
-            self._pooler, self.model.pooler = self.model.pooler, None
+        last = layers[-1]
+        if hasattr(last, "feed_forward_chunk"):
+            last.feed_forward_chunk = lambda attention_output: attention_output
+            if getattr(self.model, "pooler", None) is not None:
+                self._pooler, self.model.pooler = self.model.pooler, None
+        elif isinstance(getattr(last, "mlp", None), torch.nn.Module) and last is not layers[0]:  # not shared
+            self._skipped_mlp = last.mlp
+        else:
+            return False
         self._ffn_skipped = True
         return True
 
@@ -229,7 +241,10 @@ class Encoder:
         """Undo :meth:`skip_last_ffn` (the last hidden state needs the block)."""
         if not self._ffn_skipped:
             return
-        del _layers(self.model)[-1].feed_forward_chunk  # the instance attribute hid the class's method
+        if self._skipped_mlp is not None:
+            self._skipped_mlp = None
+        else:
+            del _layers(self.model)[-1].feed_forward_chunk  # the instance attribute hid the class's method
         if self._pooler is not None:
             self.model.pooler, self._pooler = self._pooler, None
         self._ffn_skipped = False
@@ -257,14 +272,28 @@ class Encoder:
             ids[b, :n] = torch.tensor(x.input_ids)
             mask[b, :n] = 1
             pos[b, :n] = torch.tensor(x.piece_position)
-        out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device), output_attentions=True,
-                         output_hidden_states=hidden)
+        with _zeroed(self._skipped_mlp):
+            out = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
+                             output_attentions=True, output_hidden_states=hidden)
         attn = out.attentions
         if attn is None or any(a is None for a in attn):
             raise RuntimeError("the model returned no attention weights (is attn_implementation eager?)")
         maps = torch.stack(attn, dim=1) if stacked else tuple(attn)  # (B, L, H, T, T)
         states = tuple(out.hidden_states) if hidden else None
         return maps, pos.to(attn[0].device), max(x.n_positions for x in batch), states
+
+
+@contextmanager
+def _zeroed(module: Optional[torch.nn.Module]) -> Iterator[None]:
+    """``module`` (if any) returns zeros shaped like its input inside the block, and is itself again after."""
+    if module is None:
+        yield
+        return
+    module.forward = lambda h, *args, **kwargs: torch.zeros_like(h)
+    try:
+        yield
+    finally:
+        del module.forward  # the instance attribute hid the class's method
 
 
 def word_prefix(tokenizer: Any) -> str:

@@ -19,7 +19,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -31,8 +31,9 @@ from probing.config import ExtractConfig, Measure, ModelConfig, Pooling, Represe
 from probing.corpus import Corpus
 from probing.encoder import Encoder, Tokenized, length_batches, load_encoder, model_identity, model_label
 from probing.errors import ModelLoadError, ProbingError, StoreError
-from probing.mixing import capture, compute, heads_of, needs
+from probing.mixing import capture, heads_of, needs
 from probing.mixing.families import LayoutError, family_of
+from probing.mixing.measures import layer_maps
 from probing.paths import absolute
 from probing.store import FORMAT_VERSION, ArrayLayout, ArrayStore, AttentionStore, VectorStore, write_manifest
 from probing.store.cache import touch
@@ -122,23 +123,33 @@ def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling, me
               dtype: torch.dtype = torch.float32, buffers: Optional[Buffers] = None) -> dict[Stored, list[np.ndarray]]:
     """Word-level arrays of each measure or representation for one batch, in ``dtype`` (a store's: the batch
     is converted at once, several times faster than sentence by sentence in numpy), padding removed:
-    ``(L, heads_of(measure), M, M)`` maps, ``(L+1, M, D)`` hidden states, ``(L, H, M, d)`` context vectors.
+    ``(L, heads_of(measure), M, M)`` maps, ``(L+1, M, D)`` hidden states, ``(L, H, M, d)`` context vectors
+    (:func:`batch_maps`, all at once)."""
+    return dict(batch_maps(encoder, batch, pooling, measures, dtype, buffers))
+
+
+def batch_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling, measures: Sequence[Stored],
+               dtype: torch.dtype = torch.float32, buffers: Optional[Buffers] = None
+               ) -> Iterator[tuple[Stored, list[np.ndarray]]]:
+    """:func:`word_maps`, one measure or representation at a time, each made once the previous one's arrays
+    have been taken (a caller that writes and drops them holds one measure's at a time).
 
     Attention alone runs without hooks; any other measure is computed from the same forward pass (rollouts
-    over word pieces, then pooled like attention; ``norm`` and ``norm_layer`` rows are never renormalised).
+    over word pieces, then pooled like attention; ``norm`` and ``norm_layer`` rows are never renormalised),
+    a per-head measure one layer at a time as it is pooled (:func:`~probing.mixing.measures.layer_maps`).
     Vectors are pooled to positions layer by layer (:func:`~probing.alignment.pool_layers`). ``buffers``: the
     batch's large temporaries go to its memory (:class:`~probing.buffers.Buffers`, kept by the caller across
-    batches); the arrays returned are always copies, never views of it."""
+    batches); the arrays handed out are always copies, never views of it."""
     wanted = [stored(m) for m in measures]
     others = [m for m in wanted if isinstance(m, Measure) and m is not Measure.attention]
     hidden = Representation.hidden in wanted
     work = Buffers() if buffers is None else buffers
     pieces: dict = {}
     if others or Representation.heads in wanted:
-        with capture(encoder.model, needs(others)) as cap:
+        with capture(encoder.model, needs(others), heads=Representation.heads in wanted) as cap:
             attn, pos, m, states = encoder.forward(batch, hidden, stacked=False)
         with torch.inference_mode():
-            pieces = compute(others, cap.pieces(work, attn)) if others else {}
+            pieces = dict(layer_maps(others, cap.pieces(work, attn))) if others else {}
             if Representation.heads in wanted:
                 pieces[Representation.heads] = cap.heads()
     else:
@@ -146,17 +157,15 @@ def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling, me
     pieces[Measure.attention] = attn
     if hidden:
         pieces[Representation.hidden] = states
-    out = {}
-    for what in wanted:
+    for what in wanted:  # no array is left bound here while the caller holds it
         if isinstance(what, Representation):
             split = encoder.num_heads if what is Representation.heads else 1
             pooled = pool_layers(pieces[what], pos, m, pooling, dtype, split, work).cpu().numpy()
-            out[what] = [pooled[b, ..., : x.n_positions, :].copy() for b, x in enumerate(batch)]  # never a view
+            yield what, [pooled[b, ..., : x.n_positions, :].copy() for b, x in enumerate(batch)]  # never a view
         else:
             maps = pool_attention(pieces[what], pos, m, pooling, what.stochastic, work)
             pooled = work.take("maps", tuple(maps.shape), dtype).copy_(maps).numpy()  # the store's dtype, once
-            out[what] = [pooled[b, :, :, : x.n_positions, : x.n_positions].copy() for b, x in enumerate(batch)]
-    return out
+            yield what, [pooled[b, :, :, : x.n_positions, : x.n_positions].copy() for b, x in enumerate(batch)]
 
 
 def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: ExtractConfig,
@@ -334,13 +343,13 @@ def _write_batches(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets
     write every store's last shard."""
     for group in length_batches([len(t.input_ids) for _, t in todo], cfg.batch_size, cfg.max_batch_tokens):
         batch = [todo[i] for i in group]
-        need = [k for k, d in enumerate(done) if any(i not in d for i, _ in batch)]
-        maps = word_maps(encoder, [t for _, t in batch], pooling, [targets[k].measure for k in need], dtype,
-                         encoder.buffers)
-        for k in need:
-            for (i, t), a in zip(batch, maps[targets[k].measure]):
+        need = {targets[k].measure: k for k, d in enumerate(done) if any(i not in d for i, _ in batch)}
+        for what, arrays in batch_maps(encoder, [t for _, t in batch], pooling, list(need), dtype, encoder.buffers):
+            k = need[what]
+            for (i, t), a in zip(batch, arrays):
                 if i not in done[k]:
                     writers[k].add(i, a, len(corpus[i]), t.prefix, m=t.n_positions)
+            del arrays  # written: let go before the next measure's are made
         bar.update(len(batch))
     for w in writers:
         w.flush(wait=False)  # every store's last shard written at once

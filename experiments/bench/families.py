@@ -29,10 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from extract import forward_only, load  # noqa: E402
-
 REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(REPO)]  # this checkout's probing, whatever is installed
+from extract import forward_only, load  # noqa: E402
 
 
 def shape(name: str):

@@ -7,13 +7,14 @@ read the layer's input x (the residual) and its second norm and FFN as the wirin
 ``h = LN1(x + Σ_h α^h f^h(x) + b_O)`` then ``LN2(h + FFN(h))`` (ALTI, GlobEnc, value zeroing); pre-LN
 ``h = x + Σ_h α^h f^h(LN1(x)) + b_O`` then ``h + FFN(LN2(h))`` and parallel ``h + FFN(LN2(x))`` (ALTI, value
 zeroing; GlobEnc is refused, :func:`layer_parts`). The FFN is called from its own modules, so
-``Encoder.skip_last_ffn`` (which bypasses the layer's ``feed_forward_chunk``) does not change what the
-measures see.
+``Encoder.skip_last_ffn`` (which bypasses the layer's ``feed_forward_chunk``, or zeroes its ``mlp`` in the
+model's pass only) does not change what the measures see.
 """
 
 from __future__ import annotations
 
 import functools
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Optional, Sequence
@@ -105,14 +106,15 @@ class LayerPieces:
     with its residual is ``Σ_h Σ_j α^h_ij f^h_j + b_O + x_i`` (post-LN: LN1's input). ``f`` is
     computed on first use (``(B, H, T, D)``, as much work as the layer's value projection times ``D / d``);
     measures that need less (``norm``: only ``||f||``; ALTI: ``f`` after a linear map) read ``values`` and
-    ``w_o`` through :meth:`transformed` and :meth:`f_norms`.
+    ``w_o`` through :meth:`transformed` and :meth:`f_norms`. A capture that kept only the norms (``value_norms``,
+    :func:`capture`) has ``norms`` and no ``values``: enough for ``norm``, nothing else.
     """
 
     # (B, T, D) the layer's input, the residual (None where not captured): the attention module's input in a
     # post-LN block, the first norm's input in a pre-LN or parallel one
     x: Optional[torch.Tensor]
     probs: torch.Tensor  # (B, H, T, T) attention weights, rows = queries
-    values: torch.Tensor  # (B, H, T, d) value vectors x_j W_V^h + b_V^h
+    values: Optional[torch.Tensor]  # (B, H, T, d) value vectors x_j W_V^h + b_V^h (None: only norms kept)
     w_o: torch.Tensor  # (D, H, d) the output projection, one (D, d) slice per head
     b_o: torch.Tensor  # (D,)
     # the block's norms and FFN (None: only the per-head parts were captured; ln1 also None in a pre-LN or
@@ -124,6 +126,7 @@ class LayerPieces:
     ln1_in: Optional[torch.Tensor] = None
     scratch: Optional[Buffers] = None  # shared by the layers of a pass, and by passes (:meth:`f_lent`)
     wiring: Wiring = Wiring.post_ln
+    norms: Optional[torch.Tensor] = None  # (B, H, T) :attr:`f_norms`, when the capture computed them in the pass
 
     @property
     def post_ln_block(self) -> bool:
@@ -168,11 +171,37 @@ class LayerPieces:
 
     @functools.cached_property
     def f_norms(self) -> torch.Tensor:
-        """``(B, H, T)``: ``||f^h(x_j)||`` from each head's ``d x d`` Gram matrix ``W_O^hᵀ W_O^h``, O(T d^2)
-        per head instead of the O(T d D) of ``f``."""
-        gram = torch.einsum("ehd,ehk->hdk", self.w_o, self.w_o)
-        sq = (torch.einsum("bhtd,hdk->bhtk", self.values, gram) * self.values).sum(-1)
-        return sq.clamp(min=0).sqrt()
+        """``(B, H, T)``: ``||f^h(x_j)||`` (:func:`value_norms`), or the norms the capture kept."""
+        return self.norms if self.norms is not None else value_norms(self.values, head_grams(self.w_o))
+
+
+def head_grams(w_o: torch.Tensor) -> torch.Tensor:
+    """``(H, d, d)``: each head's Gram matrix ``W_O^hᵀ W_O^h`` of an output projection ``w_o`` (D, H, d)."""
+    return torch.einsum("ehd,ehk->hdk", w_o, w_o)
+
+
+def value_norms(values: torch.Tensor, grams: torch.Tensor) -> torch.Tensor:
+    """``(B, H, T)``: ``||f^h(x_j)|| = sqrt(v^h_j G^h v^h_jᵀ)`` from the values (B, H, T, d) and each head's
+    Gram matrix ``G^h`` (:func:`head_grams`): O(T d^2) per head instead of the O(T d D) of ``f``."""
+    sq = (torch.einsum("bhtd,hdk->bhtk", values, grams) * values).sum(-1)
+    return sq.clamp(min=0).sqrt()
+
+
+# Each output projection's head Gram matrices, kept while the module lives: the weights do not change
+# between batches, and the Gram matrices cost as much as a (D x d) product per head and layer.
+_GRAMS: "weakref.WeakKeyDictionary[nn.Module, tuple[tuple, torch.Tensor]]" = weakref.WeakKeyDictionary()
+
+
+def projection_grams(out: nn.Module, n_heads: int) -> torch.Tensor:
+    """:func:`head_grams` of an output projection module (float32), computed once per module and weights
+    (recomputed when its weight is replaced or changed in place)."""
+    weight = projection_weight(out)
+    key = (weight.data_ptr(), weight._version, weight.dtype, tuple(weight.shape), n_heads)
+    held = _GRAMS.get(out)
+    if held is None or held[0] != key:
+        w_o = weight.float()
+        held = _GRAMS[out] = (key, head_grams(w_o.view(w_o.shape[0], n_heads, -1)))
+    return held[1]
 
 
 def layer_parts(model: nn.Module, capability: str = "block") -> list[BlockParts]:
@@ -221,6 +250,7 @@ class Capture:
         self.x: list[Optional[torch.Tensor]] = [None] * n
         self.probs: list[Optional[torch.Tensor]] = [None] * n
         self.values: list[Optional[torch.Tensor]] = [None] * n
+        self.norms: list[Optional[torch.Tensor]] = [None] * n  # (B, H, T) ||f^h(x_j)||, ``value_norms`` only
         # the input of each layer's output projection: the heads' context vectors, concatenated
         self.context: list[Optional[torch.Tensor]] = [None] * n
         self.ln1_in: list[Optional[torch.Tensor]] = [None] * n
@@ -230,7 +260,8 @@ class Capture:
         heads as the output projection reads them: L tensors ``(B, T, H·d)`` in the model's dtype (``W_O z +
         b_O`` is the attention block's output before the residual)."""
         if any(c is None for c in self.context):
-            raise RuntimeError("the forward pass did not reach every layer's attention output projection")
+            raise RuntimeError("the forward pass did not reach every layer's attention output projection (or "
+                               "the capture was made with heads=False)")
         return list(self.context)  # type: ignore[arg-type]
 
     def pieces(self, buffers: Optional[Buffers] = None, probs: Optional[Sequence[torch.Tensor]] = None
@@ -243,7 +274,7 @@ class Capture:
         scratch = Buffers() if buffers is None else buffers
         for k, p in enumerate(self.parts):
             a = probs[k] if probs is not None else self.probs[k]
-            if a is None or self.values[k] is None:
+            if a is None or (self.values[k] is None and self.norms[k] is None):
                 raise RuntimeError(f"layer {k}: the forward pass did not reach its attention (no pass run, or "
                                    "an attention implementation that returns no weights)")
             out.append(self._layer(k, p, a, scratch))
@@ -257,10 +288,10 @@ class Capture:
         ln1 = Norm.of(p.norm1) if x is not None and wiring is Wiring.post_ln else None
         ln2 = Norm.of(p.norm2) if x is not None else None
         ffn = _float_ffn(p.ffn, x.dtype) if x is not None else None
-        return LayerPieces(_float(x), probs.float(), self.values[k].float(),
+        return LayerPieces(_float(x), probs.float(), _float(self.values[k]),
                            w_o.view(w_o.shape[0], probs.shape[1], -1),
                            projection_bias(p.out, w_o.shape[0], w_o).float(), ln1, ln2, ffn,
-                           _float(self.ln1_in[k]), scratch, wiring)
+                           _float(self.ln1_in[k]), scratch, wiring, self.norms[k])
 
 
 def _float(t: Optional[torch.Tensor]) -> Optional[torch.Tensor]:
@@ -276,18 +307,31 @@ def _float_ffn(ffn: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype
 
 
 @contextmanager
-def capture(model: nn.Module, need: str = "block") -> Iterator[Capture]:
-    """Hooks on what ``need`` reads (``heads``: the output projections' inputs, the heads' context vectors;
-    ``norm``: also the value projections' outputs; ``block``: also every layer's input x, its weights α and,
-    post-LN, the first norm's input; ``globenc``: ``block``, refused off post-LN), removed on exit. Run the
-    model's forward pass (with eager attention) inside the block; each hook files its tensor under the layer
-    it was called for (:class:`CallOrder`)."""
+def capture(model: nn.Module, need: str = "block", heads: bool = True) -> Iterator[Capture]:
+    """Hooks on what ``need`` reads, removed on exit: ``heads``: nothing more; ``value_norms``: each value's
+    norm through its head's output projection, ``||f^h(x_j)||`` (B, H, T), computed in the hook so that no
+    layer's values outlive it (all the per-head ``norm`` reads); ``norm``: the value projections' outputs;
+    ``block``: also every layer's input x, its weights α and, post-LN, the first norm's input; ``globenc``:
+    ``block``, refused off post-LN. ``heads``: the output projections' inputs too, the heads' context vectors
+    (:meth:`Capture.heads`), which are L tensors as large as the values. Run the model's forward pass (with
+    eager attention) inside the block; each hook files its tensor under the layer it was called for
+    (:class:`CallOrder`)."""
     if need == "norm" and family_of(model)[0].wiring is Wiring.post_ln:
         need = "block"  # the block's shared decomposition gives norm_layer as it gives ALTI and GlobEnc
-    cap = Capture(layer_parts(model, need))
+    cap = Capture(layer_parts(model, "norm" if need == "value_norms" else need))
     need = "block" if need == "globenc" else need
+    handles = _hooks(cap, need, heads)
+    try:
+        yield cap
+    finally:
+        for h in handles:
+            h.remove()
+
+
+def _hooks(cap: Capture, need: str, heads: bool) -> list[Any]:
+    """Register :func:`capture`'s hooks on the parts of ``cap``; their handles."""
     n = len(cap.parts)
-    handles = []
+    handles: list[Any] = []
 
     def hooked(modules: list[nn.Module], file: Callable[..., None], pre: bool, kwargs: bool = False) -> None:
         order = CallOrder(n)
@@ -299,8 +343,12 @@ def capture(model: nn.Module, need: str = "block") -> Iterator[Capture]:
             handles.append(m.register_forward_pre_hook(hook) if pre else
                            m.register_forward_hook(hook, with_kwargs=kwargs))
 
-    hooked([p.out for p in cap.parts], lambda k, m, args: cap.context.__setitem__(k, args[0]), pre=True)
-    if need != "heads":
+    if heads:
+        hooked([p.out for p in cap.parts], lambda k, m, args: cap.context.__setitem__(k, args[0]), pre=True)
+    if need == "value_norms":
+        hooked([p.value_module for p in cap.parts], lambda k, m, args, out: cap.norms.__setitem__(
+            k, _norms_of(cap.parts[k], out)), pre=False)
+    elif need != "heads":
         hooked([p.value_module for p in cap.parts],
                lambda k, m, args, out: cap.values.__setitem__(k, cap.parts[k].values_of(out)), pre=False)
     if need == "block":
@@ -316,8 +364,10 @@ def capture(model: nn.Module, need: str = "block") -> Iterator[Capture]:
         hooked([p.attention for p in cap.parts], on_attention, pre=False, kwargs=True)
         hooked([p.norm1 for p in cap.parts], lambda k, m, args: (cap.ln1_in if post else cap.x).__setitem__(
             k, args[0]), pre=True)
-    try:
-        yield cap
-    finally:
-        for h in handles:
-            h.remove()
+    return handles
+
+
+def _norms_of(part: BlockParts, projected: torch.Tensor) -> torch.Tensor:
+    """``||f^h(x_j)||`` (B, H, T) of one layer from its value (or fused) projection's output, in float32, as
+    :attr:`LayerPieces.f_norms` computes it from the values."""
+    return value_norms(part.values_of(projected).float(), projection_grams(part.out, part.n_heads))

@@ -8,7 +8,7 @@ batches; no loop runs over single tokens or heads.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator, NamedTuple, Optional, Sequence
+from typing import Callable, Iterator, NamedTuple, Optional, Sequence, overload
 
 import torch
 
@@ -352,33 +352,65 @@ GLOBENC = frozenset({Measure.globenc, Measure.globenc_rollout})
 
 
 def needs(measures: Sequence[Measure]) -> str:
-    """The capture a list of measures needs: ``globenc`` (the block, refused off post-LN before any pass),
-    ``block``, ``norm`` or (no measure beyond the weights) ``heads``."""
+    """The capture a list of measures needs (:func:`~probing.mixing.layout.capture`): ``globenc`` (the block,
+    refused off post-LN before any pass), ``block``, ``norm`` (the values: ``norm_layer``), ``value_norms``
+    (their norms alone: ``norm`` and nothing beyond it) or (no measure beyond the weights) ``heads``."""
     wanted = {Measure(m) for m in measures} - {Measure.attention, Measure.rollout}
     if wanted & GLOBENC:
         return "globenc"
-    return "block" if wanted & BLOCK_MEASURES else "norm" if wanted else "heads"
+    if wanted & BLOCK_MEASURES:
+        return "block"
+    return "value_norms" if wanted == {Measure.norm} else "norm" if wanted else "heads"
 
 
-def compute(measures: Sequence[Measure], pieces: Sequence[LayerPieces]) -> dict[Measure, torch.Tensor]:
-    """Every requested measure for one batch: ``(B, L, heads_of(m), T, T)`` float32 each, over pieces.
+class LazyLayers(Sequence[torch.Tensor]):
+    """A per-head measure's L maps ``(B, H, T, T)``, layer k computed from ``pieces[k]`` each time it is read:
+    read in order and let go (as pooling does, :func:`~probing.alignment.pool_attention`), a few layers' maps
+    exist at a time, where a list would hold all L (and stacking them, twice that)."""
 
-    Rollouts use the per-layer maps of their base measure (head-mean weights for ``rollout``); ``norm_layer``,
-    ALTI and GlobEnc share one decomposition."""
+    def __init__(self, measure: Callable[[LayerPieces], torch.Tensor], pieces: Sequence[LayerPieces]):
+        self.measure, self.pieces = measure, pieces
+
+    def __len__(self) -> int:
+        return len(self.pieces)
+
+    @overload
+    def __getitem__(self, k: int) -> torch.Tensor: ...
+
+    @overload
+    def __getitem__(self, k: slice) -> list[torch.Tensor]: ...
+
+    def __getitem__(self, k: "int | slice") -> "torch.Tensor | list[torch.Tensor]":
+        if isinstance(k, slice):
+            return [self[i] for i in range(len(self))[k]]
+        return self.measure(self.pieces[k])
+
+
+def layer_maps(measures: Sequence[Measure], pieces: Sequence[LayerPieces]) -> dict[Measure, Sequence[torch.Tensor]]:
+    """Every requested measure for one batch, as L maps ``(B, heads_of(m), T, T)`` float32 each: per-head
+    measures as :class:`LazyLayers` (computed as they are read), the others at once (``norm_layer``, ALTI and
+    GlobEnc share one decomposition; rollouts use the per-layer maps of their base measure, head-mean
+    weights for ``rollout``)."""
     wanted = [Measure(m) for m in measures]
-    bases = {ROLLOUTS[m][0] if m in ROLLOUTS else m for m in wanted}
-    shared = [m for m in SHARED if m in bases] if pieces and pieces[0].post_ln_block else []
-    per_layer: dict[Measure, list[torch.Tensor]] = {m: [] for m in bases}
+    rolled = {ROLLOUTS[m][0] for m in wanted if m in ROLLOUTS}
+    eager = [m for m in LAYER_MEASURES if m in rolled or (m in wanted and m not in PER_HEAD)]
+    shared = [m for m in SHARED if m in eager] if pieces and pieces[0].post_ln_block else []
+    per_layer: dict[Measure, list[torch.Tensor]] = {m: [] for m in eager}
     for p in pieces:
         got = contributions(p, shared) if shared else {}
-        for m in bases:
+        for m in eager:
             per_layer[m].append(got[m] if m in got else LAYER_MEASURES[m](p))
-    stacked = {m: torch.stack(v, dim=1) for m, v in per_layer.items()}
-    out: dict[Measure, torch.Tensor] = {}
+    out: dict[Measure, Sequence[torch.Tensor]] = {}
     for m in wanted:
         if m in ROLLOUTS:
             base, residual = ROLLOUTS[m]
-            out[m] = rollout(stacked[base].mean(dim=2), residual)[:, :, None]
+            out[m] = rollout(torch.stack(per_layer[base], dim=1).mean(dim=2), residual)[:, :, None].unbind(1)
         else:
-            out[m] = stacked[m]
+            out[m] = LazyLayers(LAYER_MEASURES[m], pieces) if m in PER_HEAD else per_layer[m]
     return out
+
+
+def compute(measures: Sequence[Measure], pieces: Sequence[LayerPieces]) -> dict[Measure, torch.Tensor]:
+    """Every requested measure for one batch: ``(B, L, heads_of(m), T, T)`` float32 each, over pieces
+    (:func:`layer_maps`, stacked)."""
+    return {m: torch.stack(list(maps), dim=1) for m, maps in layer_maps(measures, pieces).items()}

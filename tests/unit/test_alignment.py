@@ -115,6 +115,52 @@ def test_mean_sum_pooling_of_a_two_piece_word_by_hand():
     np.testing.assert_allclose(got, [[0.4, 0.4, 0.2], [0.2, 0.6, 0.2], [0.25, 0.5, 0.25]], atol=1e-6)
 
 
+def _segmented(g: torch.Generator, lengths: list[int], max_pieces: int = 6) -> tuple[torch.Tensor, int]:
+    """Piece positions of a padded batch: words of 1 to ``max_pieces`` pieces, -1 after each sentence."""
+    pos = torch.full((len(lengths), max(lengths)), -1)
+    for b, n in enumerate(lengths):
+        sizes = torch.randint(1, max_pieces + 1, (n,), generator=g) * (torch.rand(n, generator=g) < 0.3)
+        p = [w for w, k in enumerate(sizes.clamp(min=1).tolist()) for _ in range(k)][:n]
+        pos[b, :n] = torch.tensor(p)
+    return pos, int(pos.max()) + 1
+
+
+@pytest.mark.parametrize("values", ["softmax", "magnitudes", "signed_zeros"])
+def test_the_compiled_kernel_gives_the_bits_of_scatter_adds(values):
+    """On CPU the kernel pools (and divides) with the same float32 operations, in the same order, as the
+    scatter-adds: the same bits whatever the values (terms of wildly different size, where the order of the
+    sums shows; negative zeros, which a sum started from 0 turns positive) and on every layer read lazily."""
+    g = torch.Generator().manual_seed(1)
+    for trial in range(8):
+        pos, m = _segmented(g, torch.randint(1, 30, (4,), generator=g).tolist())
+        shape = (4, 2, 3, pos.shape[1], pos.shape[1])
+        a = torch.rand(shape, generator=g)
+        if values == "softmax":
+            a = a.softmax(-1)
+        elif values == "magnitudes":
+            a = a * 10.0 ** torch.randint(-30, 30, shape, generator=g)
+        else:
+            a = torch.where(a < 0.4, -0.0, torch.randn(shape, generator=g))
+        for pooling in ("mean_sum", "first"):
+            for stochastic in (True, False):
+                want = pool_attention(a, pos, m, pooling, stochastic, kernel=False)
+                got = pool_attention(_Layers(a), pos, m, pooling, stochastic)
+                assert torch.equal(got.view(torch.int32), want.view(torch.int32)), (trial, pooling, stochastic)
+
+
+class _Layers:
+    """The L layers of ``a``, each made when it is read (as LazyLayers makes a measure's)."""
+
+    def __init__(self, a: torch.Tensor):
+        self.a = a
+
+    def __len__(self) -> int:
+        return self.a.shape[1]
+
+    def __getitem__(self, k: int) -> torch.Tensor:
+        return self.a[:, k].clone()
+
+
 # style: (model family, tokenizer, transformers class it is saved through, special positions before the words)
 STYLES = {
     "gpt2-byte-level": ("gpt2", "byte_level", "PreTrainedTokenizerFast", 0),

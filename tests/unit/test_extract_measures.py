@@ -3,6 +3,7 @@ extended without rebuilding what exists, and word-level maps that are the piece-
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 
@@ -15,7 +16,7 @@ from probing.alignment import pool_attention
 from probing.config import Measure, Pooling
 from probing.errors import ProbingError
 from probing.extract import extract, store_dir, store_key
-from probing.mixing import capture, compute
+from probing.mixing import capture, compute, needs
 from probing.store import FORMAT_VERSION
 
 SOME = [Measure.attention, Measure.norm, Measure.alti, Measure.value_zeroing, Measure.rollout]
@@ -76,13 +77,13 @@ def test_adding_a_measure_reuses_the_stores_that_exist(tiny_encoder, tmp_path, m
     first = extract(tiny_encoder, corpus(), cfg(tmp_path))
     shards = sorted(p.name for p in first.store.dir.iterdir())
     asked = []
-    real = ex.word_maps
+    real = ex.batch_maps
 
     def spy(encoder, batch, pooling, measures, *args):
         asked.append(list(measures))
         return real(encoder, batch, pooling, measures, *args)
 
-    monkeypatch.setattr(ex, "word_maps", spy)
+    monkeypatch.setattr(ex, "batch_maps", spy)
     second = extract(tiny_encoder, corpus(), cfg(tmp_path, measures=[Measure.attention, Measure.globenc]))
     assert not second.reused and second.store.dir == first.store.dir
     # untouched: the same files (the reuse is recorded in .last_used, for probing-cache)
@@ -122,3 +123,74 @@ def test_heads_reads_the_store_of_heads_measure(tiny_model_dir, tmp_path):
         assert set(df["measure"]) == {"alti"} and set(df["head"]) == {0}, name
     built = sorted(p.name for p in (tmp_path / "cache").iterdir() if p.is_dir())
     assert len(built) == 2 and sum("-alti-" in n for n in built) == 1
+
+
+@pytest.fixture(scope="module")
+def tiny_llama(tmp_path_factory):
+    """A pre-LN, grouped-query (2 key/value heads for 4) checkpoint with the test WordPiece vocabulary."""
+    from conftest import TINY_VOCAB, load
+    from families import build
+    from transformers import BertTokenizerFast
+
+    d = tmp_path_factory.mktemp("tiny_llama")
+    (d / "vocab.txt").write_text("\n".join(TINY_VOCAB) + "\n")
+    BertTokenizerFast.from_pretrained(str(d), do_lower_case=True).save_pretrained(str(d))
+    build("llama", vocab=len(TINY_VOCAB)).save_pretrained(str(d))
+    return load(str(d), "tiny-llama")
+
+
+def _reference_extraction(monkeypatch) -> None:
+    """Extraction the plain way, for reference: every layer's measures computed and stacked before pooling,
+    the values (not their norms) and the heads' context vectors captured, pooled by scatter-adds."""
+    import probing.extract as ex
+
+    monkeypatch.setattr(ex, "pool_attention", functools.partial(pool_attention, kernel=False))
+    monkeypatch.setattr(ex, "layer_maps", compute)
+    monkeypatch.setattr(ex, "needs", lambda ms: "norm" if needs(ms) == "value_norms" else needs(ms))
+    monkeypatch.setattr(ex, "capture", lambda model, need, heads: capture(model, need))
+
+
+@pytest.mark.parametrize("family", ["bert", "llama"])
+@pytest.mark.parametrize("pooling", ["mean_sum", "first"])
+def test_stores_are_byte_identical_however_the_batch_is_computed(family, pooling, tiny_encoder, tiny_llama,
+                                                                 tmp_path, monkeypatch):
+    """A per-head measure computed layer by layer as it is pooled, its norms taken in the forward pass, the
+    compiled pooling kernel and the last layer's feed-forward block skipped (for the decoder, its ``mlp``
+    zeroed in the pass) store the bytes that stacking every layer's maps, scatter-adds and the whole model
+    store (float16, the default store dtype)."""
+    encoder = tiny_encoder if family == "bert" else tiny_llama
+    measures = [Measure.attention, Measure.norm, Measure.rollout, Measure.alti, Measure.value_zeroing]
+    conf = dict(measures=measures, pooling=pooling, store_dtype="float16")
+    with monkeypatch.context() as patched:
+        _reference_extraction(patched)
+        before = extract(encoder, corpus(), cfg(tmp_path / "before", skip_last_ffn=False, **conf))
+    for norms_only in (False, True):  # norm alone: only the norms are captured
+        now = extract(encoder, corpus(), cfg(tmp_path / f"now{norms_only}", **conf))
+        assert encoder._ffn_skipped
+        for m in (measures[:2] if norms_only else measures):
+            shards = sorted(p.name for p in before.stores[m].dir.glob("shard-*"))
+            assert shards and shards == sorted(p.name for p in now.stores[m].dir.glob("shard-*"))
+            for name in shards:
+                was, got = (before.stores[m].dir / name).read_bytes(), (now.stores[m].dir / name).read_bytes()
+                assert was == got, (m, name)
+        conf["measures"] = measures[:2]
+
+
+def test_a_decoders_last_mlp_is_zeroed_in_the_pass_only(tiny_llama):
+    """Skipping the last feed-forward block of a decoder leaves every attention map and every hidden state
+    below the last as they were, and the ``mlp`` module itself intact outside the model's pass (the mixing
+    measures call it)."""
+    tiny_llama.restore_last_ffn()
+    batch = tiny_llama.tokenize([t.split() for t in TEXTS[:3]])
+    full, _, _, states = tiny_llama.forward(batch, hidden=True)
+    assert tiny_llama.skip_last_ffn()
+    try:
+        skipped, _, _, skipped_states = tiny_llama.forward(batch, hidden=True)
+        mlp = tiny_llama._skipped_mlp
+        h = torch.randn(1, 3, tiny_llama.hidden_size)
+        assert mlp(h).abs().sum() > 0  # itself outside the pass
+    finally:
+        tiny_llama.restore_last_ffn()
+    assert torch.equal(full, skipped)
+    assert all(torch.equal(a, b) for a, b in zip(states[:-1], skipped_states[:-1]))
+    assert not torch.equal(states[-1], skipped_states[-1])  # the last layer's block did not run

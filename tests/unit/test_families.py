@@ -72,6 +72,24 @@ def test_per_head_decomposition_reproduces_the_attention_output(tiny):
         assert (z - cap.heads()[k])[real].abs().max().item() < 1e-5
 
 
+def test_norm_alone_keeps_only_each_layers_value_norms(tiny):
+    """``norm`` alone is captured as its norms, taken in the pass (no values, residuals or head vectors
+    outlive their layer), and they are the bits the norms of the captured values give."""
+    name, model = tiny
+    inputs = batch()
+    assert needs([Measure.attention, Measure.norm, Measure.rollout]) == "value_norms"
+    with torch.no_grad(), capture(model, "value_norms", heads=False) as cap:
+        out = model(**inputs, output_attentions=True)
+    with torch.no_grad(), capture(model, "norm") as full:
+        model(**inputs, output_attentions=True)
+    assert all(v is None for v in cap.values + cap.x + cap.ln1_in + cap.context), name
+    kept = cap.pieces(probs=out.attentions)
+    for k, (p, q) in enumerate(zip(kept, full.pieces(probs=out.attentions))):
+        assert p.values is None and p.norms.shape == q.probs.shape[:3]
+        assert torch.equal(p.f_norms, q.f_norms), (name, k)
+        assert torch.equal(M.norm(p), M.norm(q)), (name, k)
+
+
 def test_a_zero_gated_head_equals_its_output_columns_zeroed(tiny):
     """Zero ablation of head 1 in every layer through the gates equals the model whose output projections
     have that head's input columns set to 0 (a shared layer's one module gated at each of its calls)."""

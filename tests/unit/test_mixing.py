@@ -243,6 +243,22 @@ def test_compute_shapes_and_rollouts(bert):
     assert not torch.allclose(out[Measure.norm], out[Measure.attention])
 
 
+def test_per_head_measures_are_made_layer_by_layer_as_they_are_read(bert, monkeypatch):
+    """``layer_maps`` hands a per-head measure out as layers made when read (none before, one per read), the
+    others at once; stacked, they are ``compute``'s maps."""
+    ids, mask = _batch((7, 5))
+    pieces = run(bert, ids, mask)[0]
+    made = []
+    monkeypatch.setitem(M.LAYER_MEASURES, Measure.norm, lambda p: made.append(p) or M.norm(p))
+    maps = M.layer_maps([Measure.norm, Measure.alti, Measure.rollout], pieces)
+    assert isinstance(maps[Measure.norm], M.LazyLayers) and not made
+    assert [len(v) for v in maps.values()] == [2, 2, 2]
+    assert torch.equal(maps[Measure.norm][1], M.norm(pieces[1])) and made == [pieces[1]]
+    out = compute([Measure.norm, Measure.alti, Measure.rollout], pieces)
+    for m, layers in maps.items():
+        assert torch.equal(torch.stack(list(layers), dim=1), out[m]), m
+
+
 def test_unknown_layout_is_one_line_naming_the_class():
     class Odd(nn.Module):
         def __init__(self):

@@ -143,7 +143,7 @@ def test_resume_and_extend_vector_stores(tiny_encoder, tmp_path, monkeypatch):
 
     c = corpus()
     clean = extract(tiny_encoder, c, cfg(tmp_path / "clean", representations=REPS))
-    real, asked = ex.word_maps, []
+    real, asked = ex.batch_maps, []
 
     def crashing(encoder, batch, pooling, measures, *args):
         asked.append(list(measures))
@@ -152,12 +152,12 @@ def test_resume_and_extend_vector_stores(tiny_encoder, tmp_path, monkeypatch):
         return real(encoder, batch, pooling, measures, *args)
 
     extract(tiny_encoder, c, cfg(tmp_path / "crash", shard_mb=0))  # attention first; the vectors join it
-    monkeypatch.setattr(ex, "word_maps", crashing)
+    monkeypatch.setattr(ex, "batch_maps", crashing)
     conf = cfg(tmp_path / "crash", shard_mb=0, representations=REPS)
     with pytest.raises(KeyboardInterrupt):
         extract(tiny_encoder, c, conf)
     asked.clear()
-    monkeypatch.setattr(ex, "word_maps", lambda *a: asked.append(list(a[3])) or real(*a))
+    monkeypatch.setattr(ex, "batch_maps", lambda *a: asked.append(list(a[3])) or real(*a))
     r = extract(tiny_encoder, c, conf)
     assert r.resumed_from == 4 and r.extracted == len(c) - 4
     assert asked and all(a == REPS for a in asked)  # the attention store was not extracted again

@@ -108,7 +108,7 @@ def test_resume_after_crash(tiny_encoder, tmp_path, monkeypatch):
     c = corpus()
     clean = extract(tiny_encoder, c, cfg(tmp_path / "clean")).store
     calls = {"n": 0}
-    real = ex.word_maps
+    real = ex.batch_maps
 
     def crashing(*args, **kw):
         calls["n"] += 1
@@ -116,7 +116,7 @@ def test_resume_after_crash(tiny_encoder, tmp_path, monkeypatch):
             raise KeyboardInterrupt("simulated crash")
         return real(*args, **kw)
 
-    monkeypatch.setattr(ex, "word_maps", crashing)
+    monkeypatch.setattr(ex, "batch_maps", crashing)
     c_cfg = cfg(tmp_path / "crash", shard_mb=0)
     with pytest.raises(KeyboardInterrupt):
         extract(tiny_encoder, c, c_cfg)
@@ -130,7 +130,7 @@ def test_resume_after_crash(tiny_encoder, tmp_path, monkeypatch):
                                                 "sentences": [{"index": 0, "offset": 0, "m": 3, "n_words": 1,
                                                                "prefix": 1}]})
     (directory / ".shard-00100.bin.1.tmp").write_bytes(b"junk")
-    monkeypatch.setattr(ex, "word_maps", real)
+    monkeypatch.setattr(ex, "batch_maps", real)
     r = extract(tiny_encoder, c, c_cfg)
     assert r.resumed_from == 8 and r.extracted == len(c) - 8
     for i in clean.indices:
