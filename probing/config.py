@@ -105,6 +105,7 @@ class TaskName(Choice):
     probe = "probe"
     inspect = "inspect"
     importance = "importance"
+    merge = "merge"
 
 
 class ReadoutKind(Choice):
@@ -286,6 +287,13 @@ class ExtractConfig:
     shard_mb: int = 64
     progress: bool = True
     verify: bool = False  # check every shard's checksum when a store is reused (and re-extract damaged ones)
+    # Work in parts. Batches never cross a block of block_sentences consecutive sentences, so a sentence's arrays
+    # are the same bits whichever process extracts its block. partition=K of partitions=N extracts the K-th
+    # contiguous run of blocks into its own part of each store (a multirun over K runs the parts on any Hydra
+    # launcher); the last part to finish merges them (or task=merge), and the store equals one built at once.
+    block_sentences: int = 1024
+    partitions: int = 1
+    partition: Optional[int] = None  # None: the whole corpus in this process
 
 
 @dataclass
@@ -499,6 +507,7 @@ TASK_SECTIONS: dict[TaskName, tuple[str, ...]] = {
     TaskName.probe: ("probe",),
     TaskName.inspect: ("inspect",),
     TaskName.importance: ("importance", "heads", "report"),
+    TaskName.merge: (),
 }
 OPTIONAL_SECTIONS = ("heads", "probe", "inspect", "importance", "report")
 # One line per task for ``probing --help``.
@@ -511,6 +520,8 @@ TASK_SUMMARY: dict[TaskName, str] = {
     TaskName.inspect: "the sentences of data (text=\"...\": one sentence), every head: where each word looks",
     TaskName.importance: "ablate every head against a frozen readout (importance.readout=relation|attachment|embedding|"
                          "mlm), gradient importance, pruning curves",
+    TaskName.merge: "make the stores of a corpus extracted in parts (extract.partition) whole, each part checked "
+                    "against the store's fingerprint; the model is not loaded",
 }
 
 

@@ -17,7 +17,7 @@ import json
 import logging
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence, Union
 
@@ -37,6 +37,9 @@ from probing.mixing.measures import layer_maps
 from probing.paths import absolute
 from probing.store import FORMAT_VERSION, ArrayLayout, ArrayStore, AttentionStore, VectorStore, write_manifest
 from probing.store.cache import touch
+from probing.store.parts import BATCHING, PartStatus, block_ranges, part_dir, part_span
+from probing.store.parts import merge as merge_parts
+from probing.store.parts import status as part_status
 from probing.store.shards import MANIFEST, ShardScan, ShardWriter, complete_shards, discard_shards
 
 log = logging.getLogger(__name__)
@@ -56,12 +59,17 @@ class ExtractReport:
     """What an extraction did: where the store is (``store``: the first measure's; ``stores``: every measure's),
     whether it was reused, and how fast it ran."""
 
-    store: ArrayStore
+    store: Optional[ArrayStore]  # None: this run built one part of a store whose other parts are not done
     reused: bool
     extracted: int = 0
     resumed_from: int = 0
     seconds: float = 0.0
     stores: dict[Stored, ArrayStore] = field(default_factory=dict)
+    parts: Optional[PartStatus] = None  # extract.partition set: the parts done and pending (of the first store)
+
+    @property
+    def complete(self) -> bool:
+        return self.store is not None
 
     @property
     def sentences_per_second(self) -> float:
@@ -183,18 +191,18 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
         identity, model_name = encoder.identity, encoder.name
     if identity is None or model_name is None:
         raise ValueError("extract() with an encoder loader needs identity and model_name")
+    _check_parts_config(cfg)
     measures = measures_of(cfg)
     if reads is not None and stored(reads) not in measures:
         measures.append(stored(reads))
-    targets = []
-    for measure in measures:
-        key, inputs = store_key(identity, corpus, cfg, measure)
-        targets.append(_Target(measure, key, inputs, store_dir(model_name, corpus, cfg, key, measure)))
+    targets = _targets(identity, model_name, corpus, cfg, measures)
     stores = _complete_stores(targets, cfg.verify)
     first = stored(reads) if reads is not None else targets[0].measure
     if len(stores) == len(targets):
         return ExtractReport(stores[first], reused=True, stores=stores)
     missing = [t for t in targets if t.measure not in stores]
+    if cfg.partition is not None:
+        return _extract_part(encoder, corpus, cfg, targets, missing, stores, first)
     with ExitStack() as locks:
         for t in sorted(missing, key=lambda t: str(t.directory)):  # one order everywhere: no deadlock
             locks.enter_context(FileLock(str(t.directory) + ".lock"))
@@ -211,6 +219,91 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
     stores.update(report.stores)
     report.stores = {t.measure: stores[t.measure] for t in targets}
     report.store = stores[first]
+    return report
+
+
+def _targets(identity: dict, model_name: str, corpus: Corpus, cfg: ExtractConfig, measures: Sequence[Stored]
+             ) -> list[_Target]:
+    out = []
+    for measure in measures:
+        key, inputs = store_key(identity, corpus, cfg, measure)
+        out.append(_Target(measure, key, inputs, store_dir(model_name, corpus, cfg, key, measure)))
+    return out
+
+
+def merge_stores(model: ModelConfig, corpus: Corpus, cfg: ExtractConfig) -> ExtractReport:
+    """``task=merge``: every store of ``cfg`` complete, merging those whose ``extract.partitions`` parts are all
+    done (each part checked against the store's fingerprint); the model is never loaded. A part not done is
+    one :class:`ProbingError` line naming it."""
+    _check_parts_config(cfg)
+    n = cfg.partitions
+    targets = _targets(model_identity(model), model_label(model), corpus, cfg, measures_of(cfg))
+    stores = _complete_stores(targets, cfg.verify)
+    merged = False
+    for t in targets:
+        if t.measure in stores:
+            continue
+        with FileLock(str(t.directory) + ".lock"):
+            parts = part_status(t.directory, n)
+            if not parts.complete:
+                _remove_empty([t.directory])
+                raise ProbingError(f"{t.directory}: parts {list(parts.pending)} of {n} are not done (done: "
+                                   f"{list(parts.done)}); run them with extract.partition=K, then merge again")
+            merge_parts(t.directory, n, t.key, t.inputs, len(corpus), verify=True)
+            stores[t.measure] = open_store(t.directory, t.measure)
+            merged = True
+    first = targets[0].measure
+    return ExtractReport(stores[first], reused=not merged, stores={t.measure: stores[t.measure] for t in targets},
+                         parts=PartStatus(n, tuple(range(n)), ()))
+
+
+def _check_parts_config(cfg: ExtractConfig) -> None:
+    if cfg.block_sentences < 1 or cfg.partitions < 1:
+        raise ProbingError(f"extract.block_sentences={cfg.block_sentences} and extract.partitions={cfg.partitions} "
+                           "must be at least 1")
+    if cfg.partition is not None and not 0 <= cfg.partition < cfg.partitions:
+        raise ProbingError(f"extract.partition={cfg.partition} is not a part of extract.partitions="
+                           f"{cfg.partitions} (0..{cfg.partitions - 1})")
+
+
+def _part_entry(cfg: ExtractConfig, span: tuple[int, int]) -> dict:
+    """A part's manifest entry: which part, its sentences and how they were batched."""
+    return {"index": cfg.partition, "of": cfg.partitions, "sentences": list(span),
+            **{b: getattr(cfg, b) for b in BATCHING}}
+
+
+def _extract_part(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: ExtractConfig,
+                  targets: Sequence[_Target], missing: Sequence[_Target], stores: dict[Stored, ArrayStore],
+                  first: Stored) -> ExtractReport:
+    """``extract.partition``: build this part of every missing store (under the part's own lock, so parts run
+    side by side), then merge each store whose parts are all done (under the store's lock)."""
+    k, n = cfg.partition, cfg.partitions
+    span = part_span(len(corpus), cfg.block_sentences, k, n)
+    parts = [replace(t, directory=part_dir(t.directory, k, n)) for t in missing]
+    report = ExtractReport(None, reused=True)
+    with ExitStack() as locks:
+        for t in sorted(parts, key=lambda t: str(t.directory)):
+            t.directory.mkdir(parents=True, exist_ok=True)
+            locks.enter_context(FileLock(str(t.directory) + ".lock"))
+        todo = [t for t in parts if not (t.directory / MANIFEST).is_file()]
+        if todo:
+            if not isinstance(encoder, Encoder):
+                encoder = encoder()
+            report = _build(encoder, corpus, cfg, todo, span, _part_entry(cfg, span))
+            log.info("part %d of %d (sentences %d-%d): %d sentences extracted", k, n, span[0], span[1] - 1,
+                     report.extracted)
+    for t in missing:
+        with FileLock(str(t.directory) + ".lock"):
+            store = _whole_store(t.directory, cfg.verify, t.measure)  # another part's process merged it
+            if store is None and part_status(t.directory, n).complete:
+                merge_parts(t.directory, n, t.key, t.inputs, len(corpus), verify=True)
+                log.info("%s: every part of %d done; merged", t.directory, n)
+                store = open_store(t.directory, t.measure)
+        if store is not None:
+            stores[t.measure] = store
+    report.parts = part_status(missing[0].directory, n) if first not in stores else PartStatus(n, tuple(range(n)), ())
+    report.stores = {t.measure: stores[t.measure] for t in targets if t.measure in stores}
+    report.store = stores.get(first)
     return report
 
 
@@ -273,16 +366,18 @@ def _whole_store(directory: Path, verify: bool, what: Stored) -> Optional[ArrayS
     return store
 
 
-def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequence[_Target]) -> ExtractReport:
-    """Extract the sentences each target's store still lacks; a batch computes only the measures some of
-    its sentences need."""
+def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequence[_Target],
+           span: Optional[tuple[int, int]] = None, part: Optional[dict] = None) -> ExtractReport:
+    """Extract the sentences each target's store still lacks (of ``span``, default all); a batch computes only
+    the measures some of its sentences need. ``part``: the targets are one part of their stores (its manifest
+    entry)."""
     from tqdm.auto import tqdm
 
     pooling = Pooling(cfg.pooling)
     store_dtype = str(enum_value(cfg.store_dtype))
     scans = [_scan(t.directory) for t in targets]
     done = [scan.entries for scan in scans]
-    todo, skipped_rows = _sentences_to_extract(encoder, corpus, cfg, done)
+    batches, skipped_rows = _sentences_to_extract(encoder, corpus, cfg, done, span or (0, len(corpus)))
     resumed = min(len(d) for d in done)
     for t, d in zip(targets, done):
         if d:
@@ -296,18 +391,19 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequen
                            what=f"{t.measure} arrays")
                for t, scan in zip(targets, scans)]
     start = time.perf_counter()
-    bar = tqdm(total=len(todo), unit="sent", desc="extract", disable=not cfg.progress, dynamic_ncols=True)
+    bar = tqdm(total=sum(map(len, batches)), unit="sent", desc="extract", disable=not cfg.progress,
+               dynamic_ncols=True)
     try:
-        _write_batches(encoder, corpus, cfg, targets, todo, done, writers, pooling, dtype, bar)
+        written = _write_batches(encoder, corpus, targets, batches, done, writers, pooling, dtype, bar)
     finally:
         bar.close()
         for w in writers:
             w.drain()
     seconds = time.perf_counter() - start
-    stores = {t.measure: _finish_store(t, encoder, corpus, store_dtype, skipped_rows, seconds)
+    stores = {t.measure: _finish_store(t, encoder, corpus, store_dtype, skipped_rows, seconds, part)
               for t in targets}
     first = stores[targets[0].measure]
-    return ExtractReport(first, reused=False, extracted=len(todo), resumed_from=resumed, seconds=seconds,
+    return ExtractReport(first, reused=False, extracted=written, resumed_from=resumed, seconds=seconds,
                          stores=stores)
 
 
@@ -318,32 +414,43 @@ def _scan(directory: Path) -> ShardScan:
     return scan
 
 
-def _sentences_to_extract(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, done: Sequence[dict]
-                          ) -> tuple[list[tuple[int, Tokenized]], list[dict]]:
-    """The sentences some store still lacks, tokenized and sorted by length, and the rows of the sentences
-    no store can hold (too long, or no word pieces) for the manifests."""
-    tokenized = encoder.tokenize([s.words for s in corpus])
+def _sentences_to_extract(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, done: Sequence[dict],
+                          span: tuple[int, int]) -> tuple[list[list[tuple[int, Tokenized]]], list[dict]]:
+    """The batches that hold a sentence some store still lacks, and the rows of the sentences no store can hold
+    (too long, or no word pieces) for the manifests; sentences ``span`` only.
+
+    Batches are planned within each block of ``extract.block_sentences`` sentences (sorted by length, then
+    :func:`~probing.encoder.length_batches`), whether or not a sentence is missing, and a batch runs whole when
+    one of its sentences is: so a sentence's arrays are the same bits whichever part, run or resume made them."""
+    start, end = span
+    tokenized = encoder.tokenize([corpus[i].words for i in range(start, end)])
     if cfg.max_length is not None:
         tokenized = [t if isinstance(t, str) or len(t.input_ids) <= cfg.max_length
                      else f"too long: {len(t.input_ids)} word pieces > extract.max_length={cfg.max_length}"
                      for t in tokenized]
-    skipped_rows = [{"index": i, "id": corpus[i].id, "reason": t,
+    skipped_rows = [{"index": start + k, "id": corpus[start + k].id, "reason": t,
                      "kind": "too long" if t.startswith("too long") else "no word pieces"}
-                    for i, t in enumerate(tokenized) if isinstance(t, str)]
-    todo = [(i, t) for i, t in enumerate(tokenized)
-            if not isinstance(t, str) and any(i not in d for d in done)]
-    todo.sort(key=lambda it: len(it[1].input_ids))
-    return todo, skipped_rows
+                    for k, t in enumerate(tokenized) if isinstance(t, str)]
+    batches = []
+    for a, b in block_ranges(end - start, cfg.block_sentences):
+        items = sorted(((start + k, tokenized[k]) for k in range(a, b) if not isinstance(tokenized[k], str)),
+                       key=lambda it: len(it[1].input_ids))
+        for group in length_batches([len(t.input_ids) for _, t in items], cfg.batch_size, cfg.max_batch_tokens):
+            batch = [items[k] for k in group]
+            if any(i not in d for i, _ in batch for d in done):
+                batches.append(batch)
+    return batches, skipped_rows
 
 
-def _write_batches(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequence[_Target],
-                   todo: Sequence[tuple[int, Tokenized]], done: Sequence[dict],
-                   writers: Sequence[ShardWriter], pooling: Pooling, dtype: torch.dtype, bar: Any) -> None:
-    """Run ``todo`` through the encoder batch by batch and hand each store the sentences it lacks; then
-    write every store's last shard."""
-    for group in length_batches([len(t.input_ids) for _, t in todo], cfg.batch_size, cfg.max_batch_tokens):
-        batch = [todo[i] for i in group]
+def _write_batches(encoder: Encoder, corpus: Corpus, targets: Sequence[_Target],
+                   batches: Sequence[Sequence[tuple[int, Tokenized]]], done: Sequence[dict],
+                   writers: Sequence[ShardWriter], pooling: Pooling, dtype: torch.dtype, bar: Any) -> int:
+    """Run ``batches`` through the encoder and hand each store the sentences it lacks; then write every store's
+    last shard. Returns the number of sentences written to some store."""
+    written = 0
+    for batch in batches:
         need = {targets[k].measure: k for k, d in enumerate(done) if any(i not in d for i, _ in batch)}
+        written += sum(any(i not in d for d in done) for i, _ in batch)
         for what, arrays in batch_maps(encoder, [t for _, t in batch], pooling, list(need), dtype, encoder.buffers):
             k = need[what]
             for (i, t), a in zip(batch, arrays):
@@ -355,6 +462,7 @@ def _write_batches(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets
         w.flush(wait=False)  # every store's last shard written at once
     for w in writers:
         w.flush()
+    return written
 
 
 def causal(model: torch.nn.Module) -> bool:
@@ -367,8 +475,8 @@ def causal(model: torch.nn.Module) -> bool:
 
 
 def _finish_store(t: _Target, encoder: Encoder, corpus: Corpus, store_dtype: str, skipped_rows: list[dict],
-                  seconds: float) -> ArrayStore:
-    """Write the manifest of a target's store (which makes it complete) and open it."""
+                  seconds: float, part: Optional[dict] = None) -> ArrayStore:
+    """Write the manifest of a target's store, or of one part of it (which makes it complete), and open it."""
     layout = array_layout(t.measure, encoder)
     kind = {"representation": enum_value(t.measure)} if isinstance(t.measure, Representation) else {
         "measure": enum_value(t.measure)}
@@ -389,6 +497,7 @@ def _finish_store(t: _Target, encoder: Encoder, corpus: Corpus, store_dtype: str
         "skipped": skipped_rows,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "extract_seconds": seconds,
+        **({"part": part} if part is not None else {}),
     })
     return open_store(t.directory, t.measure)
 
@@ -422,9 +531,15 @@ def extract_in_memory(encoder: Encoder, sentences: Sequence[Sequence[str]], pool
     return out
 
 
-def ensure_store(model: ModelConfig, corpus: Corpus, cfg: ExtractConfig, reads: Optional[Stored] = None
-                 ) -> ExtractReport:
+def ensure_store(model: ModelConfig, corpus: Corpus, cfg: ExtractConfig, reads: Optional[Stored] = None,
+                 partial: bool = False) -> ExtractReport:
     """The stores of ``corpus`` for this model and extraction config (``reads``: see :func:`extract`); the
-    model is loaded only when a store has to be built."""
-    return extract(lambda: load_encoder(model), corpus, cfg, identity=model_identity(model),
-                   model_name=model_label(model), reads=reads)
+    model is loaded only when a store has to be built. With ``extract.partition`` set, a task that reads the
+    whole store (``partial`` false) is refused in one line while other parts are not done."""
+    report = extract(lambda: load_encoder(model), corpus, cfg, identity=model_identity(model),
+                     model_name=model_label(model), reads=reads)
+    if report.store is None and not partial:
+        raise ProbingError(f"extract.partition={cfg.partition}: this part is extracted, parts "
+                           f"{list(report.parts.pending)} of {cfg.partitions} are not; this task reads the whole "
+                           "store: run it without extract.partition once every part is done")
+    return report

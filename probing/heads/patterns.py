@@ -64,8 +64,9 @@ def attention_patterns(store: AttentionStore, corpus: Corpus, indices: Sequence[
     sums = np.zeros((len(METRICS), layers, heads))
     counts = np.zeros(len(METRICS), dtype=np.int64)
     punct_set = set(punct_upos)
-    for i, maps in progress(store.iter_maps(indices), "attention patterns", total=len(indices)):
-        s = corpus[i]
+    # corpus order, not the shards': the float sums are then the same bits however the store was built
+    for i in progress([int(i) for i in indices], "attention patterns", total=len(indices)):
+        maps, s = store.maps(i), corpus[i]
         upos = s.upos or ()
         punct = np.array([u in punct_set for u in upos] if upos else [False] * len(s), dtype=bool)
         ssum, scount = sentence_patterns(distributions(maps, store.stochastic), int(store.prefix[i]),

@@ -41,7 +41,7 @@ from probing.schema import ALL
 from probing.stats.multiplicity import adjust
 from probing.store import AttentionStore
 from probing.tasks.base import RunOutput, StageTimer, TaskResult
-from probing.tasks.store_summary import describe_store, store_use
+from probing.tasks.store_summary import describe_part, describe_store, part_metrics, store_use
 
 log = logging.getLogger(__name__)
 
@@ -206,15 +206,22 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, heads: Hea
     """Build (or reuse) the store of ``data`` and run every enabled analysis of ``heads`` on it."""
     _check(heads)
     corpus = load_corpus_cached(data, None, extract.cache_dir)
-    report = ensure_store(model, corpus, extract, heads.measure)
-    log.info(describe_store(report, corpus))
-    select, used = None, [store_use(report, corpus)]
+    report = ensure_store(model, corpus, extract, heads.measure, partial=True)
+    sel = other = None
     if heads.held_out and heads.select_split is not None and corpus.has_trees:
         if heads.select_split == data.split:
             raise ProbingError(f"heads.select_split={heads.select_split} is the split scored (data.split): choose "
                                "the best heads on another split, or leave it unset to cross-fit")
         other = load_corpus_cached(data, heads.select_split, extract.cache_dir)
-        sel = ensure_store(model, other, extract, heads.measure)
+        sel = ensure_store(model, other, extract, heads.measure, partial=True)
+    if not report.complete or (sel is not None and not sel.complete):
+        # one part of a multirun over extract.partition: the analysis waits for the whole store
+        part = part_metrics(*((report, corpus) if not report.complete else (sel, other)), extract)
+        part["complete"] = False
+        return TaskResult(part, console=describe_part(part))
+    log.info(describe_store(report, corpus))
+    select, used = None, [store_use(report, corpus)]
+    if sel is not None:
         select = (other, sel.store)
         used.append(store_use(sel, other))
     result = analyse(corpus, report.store, heads, seed, out, select)

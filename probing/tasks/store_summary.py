@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from probing.config import ExtractConfig
 from probing.corpus import Corpus
 from probing.extract import ExtractReport
 from probing.store import VectorStore
+from probing.store.parts import part_span
 
 
 def store_use(report: ExtractReport, corpus: Corpus) -> dict:
@@ -49,3 +51,23 @@ def describe_store(report: ExtractReport, corpus: Corpus) -> str:
         for s in corpus.skipped[:5]:
             lines.append(f"    {s}")
     return "\n".join(lines)
+
+
+def part_metrics(report: ExtractReport, corpus: Corpus, cfg: ExtractConfig) -> dict:
+    """What a run that built one part of its stores reports (``metrics.json``): which part, its sentences,
+    and the parts done and pending."""
+    start, end = part_span(len(corpus), cfg.block_sentences, cfg.partition, cfg.partitions)
+    return {"partition": cfg.partition, "partitions": cfg.partitions, "part_sentences": [start, end],
+            "extracted": report.extracted, "parts_done": list(report.parts.done),
+            "parts_pending": list(report.parts.pending), "complete": report.complete}
+
+
+def describe_part(metrics: dict) -> str:
+    """The console line of such a run."""
+    start, end = metrics["part_sentences"]
+    head = (f"part {metrics['partition']} of {metrics['partitions']} (sentences {start}-{end - 1}): "
+            f"{metrics['extracted']} sentences extracted")
+    if metrics["complete"]:
+        return head + "; every part is done and the stores are merged"
+    return (head + f"; parts {metrics['parts_pending']} are not done yet (the last part to finish merges the "
+            "stores, or run probing task=merge with the same settings)")
