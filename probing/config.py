@@ -294,6 +294,13 @@ class ExtractConfig:
     block_sentences: int = 1024
     partitions: int = 1
     partition: Optional[int] = None  # None: the whole corpus in this process
+    # the last part to finish merges (under the store's file lock); false: run task=merge once after all parts,
+    # where the shared filesystem's locks do not hold across machines
+    auto_merge: bool = True
+    # false: task=heads keeps, instead of each measure's maps, what it needs of them (every head's pick for every
+    # word, and additive totals for patterns, head distances and trees), made during extraction: memory stays flat
+    # and the store small however large the corpus; the tables equal those of a run that kept the maps
+    keep_maps: bool = True
 
 
 @dataclass
@@ -360,9 +367,9 @@ class HeadsConfig(BootstrapSettings):
     patterns: bool = True
     pattern_rows: PatternRows = PatternRows.words
     distances: bool = True
-    distance_sentences: Optional[int] = 300  # first N analysed sentences (None: all); O(heads^2) per word
+    distance_sentences: Optional[int] = 300  # the corpus's first N sentences (None: all); O(heads^2) per word
     trees: bool = True
-    tree_sentences: Optional[int] = 500  # first N analysed sentences (None: all); CLE runs per head
+    tree_sentences: Optional[int] = 500  # the corpus's first N sentences (None: all); CLE runs per head
     figures: bool = True
     chunk_words: int = 50000  # words whose per-sentence counts are summed together (bootstrap batch)
     block_mb: float = 4.0  # maps read and scored at a time (cache-sized)
@@ -507,7 +514,7 @@ TASK_SECTIONS: dict[TaskName, tuple[str, ...]] = {
     TaskName.probe: ("probe",),
     TaskName.inspect: ("inspect",),
     TaskName.importance: ("importance", "heads", "report"),
-    TaskName.merge: (),
+    TaskName.merge: ("heads",),  # heads: the settings of what extract.keep_maps=false kept
 }
 OPTIONAL_SECTIONS = ("heads", "probe", "inspect", "importance", "report")
 # One line per task for ``probing --help``.

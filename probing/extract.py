@@ -19,7 +19,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, Union
 
 import numpy as np
 import torch
@@ -35,7 +35,15 @@ from probing.mixing import capture, heads_of, needs
 from probing.mixing.families import LayoutError, family_of
 from probing.mixing.measures import layer_maps
 from probing.paths import absolute
-from probing.store import FORMAT_VERSION, ArrayLayout, ArrayStore, AttentionStore, VectorStore, write_manifest
+from probing.store import (
+    FORMAT_VERSION,
+    ArrayLayout,
+    ArrayStore,
+    AttentionStore,
+    StatisticsStore,
+    VectorStore,
+    write_manifest,
+)
 from probing.store.cache import touch
 from probing.store.parts import BATCHING, PartStatus, block_ranges, part_dir, part_span
 from probing.store.parts import merge as merge_parts
@@ -117,6 +125,25 @@ def measures_of(cfg: ExtractConfig) -> list[Stored]:
     return out
 
 
+class MapStatistics(Protocol):
+    """What an analysis keeps of one measure's maps instead of the maps (``extract.keep_maps=false``), made
+    during extraction: a record per sentence (its ``layout``, by the sentence's words, in ``dtype``) and
+    additive totals per shard. The analysis that reads it implements it (:mod:`probing.heads.statistics`)."""
+
+    name: str  # the store's suffix
+    dtype: str
+
+    def fingerprint(self) -> dict: ...  # every setting the record and totals depend on (part of the key)
+
+    def layout(self, num_layers: int, num_heads: int) -> ArrayLayout: ...
+
+    def record(self, index: int, maps: np.ndarray, prefix: int, n_words: int) -> np.ndarray: ...
+
+    def take(self) -> dict[str, np.ndarray]: ...  # the totals added since the last take, then reset
+
+    def drop(self) -> None: ...  # forget the totals since the last take
+
+
 @dataclass(frozen=True)
 class _Target:
     """One measure's (or representation's) store: where it goes and what it is keyed by."""
@@ -125,6 +152,7 @@ class _Target:
     key: str
     inputs: dict
     directory: Path
+    statistics: Optional["MapStatistics"] = None  # kept instead of the measure's maps (extract.keep_maps=false)
 
 
 def word_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling, measures: Sequence[Stored],
@@ -178,14 +206,16 @@ def batch_maps(encoder: Encoder, batch: Sequence[Tokenized], pooling: Pooling, m
 
 def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: ExtractConfig,
             identity: Optional[dict] = None, model_name: Optional[str] = None,
-            reads: Optional[Stored] = None) -> ExtractReport:
+            reads: Optional[Stored] = None, statistics: Optional[Callable[[Measure], MapStatistics]] = None
+            ) -> ExtractReport:
     """Return the stores of ``corpus`` under ``cfg`` (an :class:`~probing.config.ExtractConfig`), one per
     measure and representation, building or resuming those that are missing in one pass. Safe to call from parallel processes.
     ``reads``: the measure the caller analyses, built too if ``cfg.measures`` lacks it; the report's ``store``
     is its store (else the first measure's).
 
     ``encoder`` may be a loader called only when a store must be built; then pass the model's
-    ``identity`` and ``model_name`` so built stores are found without loading the model.
+    ``identity`` and ``model_name`` so built stores are found without loading the model. ``statistics``
+    (``extract.keep_maps=false``): what the analysis keeps of each measure's maps, stored instead of them.
     """
     if isinstance(encoder, Encoder):
         identity, model_name = encoder.identity, encoder.name
@@ -195,7 +225,7 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
     measures = measures_of(cfg)
     if reads is not None and stored(reads) not in measures:
         measures.append(stored(reads))
-    targets = _targets(identity, model_name, corpus, cfg, measures)
+    targets = _targets(identity, model_name, corpus, cfg, measures, statistics)
     stores = _complete_stores(targets, cfg.verify)
     first = stored(reads) if reads is not None else targets[0].measure
     if len(stores) == len(targets):
@@ -222,22 +252,37 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
     return report
 
 
-def _targets(identity: dict, model_name: str, corpus: Corpus, cfg: ExtractConfig, measures: Sequence[Stored]
-             ) -> list[_Target]:
+def _targets(identity: dict, model_name: str, corpus: Corpus, cfg: ExtractConfig, measures: Sequence[Stored],
+             statistics: Optional[Callable[[Measure], MapStatistics]] = None) -> list[_Target]:
+    """Each measure's store, or, with ``extract.keep_maps=false``, the store of what ``statistics`` keeps of its
+    maps (keyed by the maps' inputs and the statistics' settings); representations are stored as ever."""
+    if not cfg.keep_maps and statistics is None:
+        raise ProbingError("extract.keep_maps=false keeps what task=heads needs of the maps instead of the maps; "
+                           "this task reads the maps themselves: leave extract.keep_maps=true")
     out = []
     for measure in measures:
         key, inputs = store_key(identity, corpus, cfg, measure)
-        out.append(_Target(measure, key, inputs, store_dir(model_name, corpus, cfg, key, measure)))
+        directory = store_dir(model_name, corpus, cfg, key, measure)
+        if not cfg.keep_maps and isinstance(measure, Measure):
+            stats = statistics(measure)
+            inputs = {**inputs, "statistics": {"name": stats.name, **stats.fingerprint()}}
+            key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
+            name = store_dir(model_name, corpus, cfg, key, measure).name
+            directory = directory.with_name(f"{name[:-len(key) - 1]}-{stats.name}-{key}")
+            out.append(_Target(measure, key, inputs, directory, stats))
+        else:
+            out.append(_Target(measure, key, inputs, directory))
     return out
 
 
-def merge_stores(model: ModelConfig, corpus: Corpus, cfg: ExtractConfig) -> ExtractReport:
+def merge_stores(model: ModelConfig, corpus: Corpus, cfg: ExtractConfig,
+                 statistics: Optional[Callable[[Measure], MapStatistics]] = None) -> ExtractReport:
     """``task=merge``: every store of ``cfg`` complete, merging those whose ``extract.partitions`` parts are all
     done (each part checked against the store's fingerprint); the model is never loaded. A part not done is
     one :class:`ProbingError` line naming it."""
     _check_parts_config(cfg)
     n = cfg.partitions
-    targets = _targets(model_identity(model), model_label(model), corpus, cfg, measures_of(cfg))
+    targets = _targets(model_identity(model), model_label(model), corpus, cfg, measures_of(cfg), statistics)
     stores = _complete_stores(targets, cfg.verify)
     merged = False
     for t in targets:
@@ -250,7 +295,7 @@ def merge_stores(model: ModelConfig, corpus: Corpus, cfg: ExtractConfig) -> Extr
                 raise ProbingError(f"{t.directory}: parts {list(parts.pending)} of {n} are not done (done: "
                                    f"{list(parts.done)}); run them with extract.partition=K, then merge again")
             merge_parts(t.directory, n, t.key, t.inputs, len(corpus), verify=True)
-            stores[t.measure] = open_store(t.directory, t.measure)
+            stores[t.measure] = open_store(t.directory, t.measure, t.statistics is not None)
             merged = True
     first = targets[0].measure
     return ExtractReport(stores[first], reused=not merged, stores={t.measure: stores[t.measure] for t in targets},
@@ -294,11 +339,11 @@ def _extract_part(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg:
                      report.extracted)
     for t in missing:
         with FileLock(str(t.directory) + ".lock"):
-            store = _whole_store(t.directory, cfg.verify, t.measure)  # another part's process merged it
-            if store is None and part_status(t.directory, n).complete:
+            store = _whole_store(t, cfg.verify)  # another part's process merged it
+            if store is None and cfg.auto_merge and part_status(t.directory, n).complete:
                 merge_parts(t.directory, n, t.key, t.inputs, len(corpus), verify=True)
                 log.info("%s: every part of %d done; merged", t.directory, n)
-                store = open_store(t.directory, t.measure)
+                store = open_store(t.directory, t.measure, t.statistics is not None)
         if store is not None:
             stores[t.measure] = store
     report.parts = part_status(missing[0].directory, n) if first not in stores else PartStatus(n, tuple(range(n)), ())
@@ -314,7 +359,7 @@ def _complete_stores(targets: Sequence[_Target], verify: bool) -> dict[Stored, A
     for t in targets:
         t.directory.mkdir(parents=True, exist_ok=True)
         try:
-            store = _whole_store(t.directory, verify, t.measure)
+            store = _whole_store(t, verify)
         except StoreError:
             continue
         if store is not None:
@@ -328,7 +373,7 @@ def _still_missing(missing: Sequence[_Target], verify: bool, stores: dict[Stored
     todo = []
     for t in missing:
         try:
-            store = _whole_store(t.directory, verify, t.measure)
+            store = _whole_store(t, verify)
         except StoreError as e:
             log.warning("%s\nre-extracting what is damaged (the rest is kept)", e)
             discard_shards(t.directory, e.damaged)
@@ -349,17 +394,21 @@ def _remove_empty(directories: Sequence[Path]) -> None:
             Path(str(d) + ".lock").unlink(missing_ok=True)
 
 
-def open_store(directory: Path, what: Stored) -> ArrayStore:
-    """The store of a measure (:class:`AttentionStore`) or a representation (:class:`VectorStore`)."""
+def open_store(directory: Path, what: Stored, statistics: bool = False) -> ArrayStore:
+    """The store of a measure (:class:`AttentionStore`, or :class:`StatisticsStore` for what an analysis kept of
+    its maps) or a representation (:class:`VectorStore`)."""
+    if statistics:
+        return StatisticsStore(directory)
     return VectorStore(directory) if isinstance(stored(what), Representation) else AttentionStore(directory)
 
 
-def _whole_store(directory: Path, verify: bool, what: Stored) -> Optional[ArrayStore]:
-    """The complete store in ``directory`` (None when there is none yet); sizes are checked when it opens,
-    and every checksum too when ``verify``. Raises :class:`StoreError` when it is damaged."""
+def _whole_store(t: _Target, verify: bool) -> Optional[ArrayStore]:
+    """The complete store of ``t`` (None when there is none yet); sizes are checked when it opens, and every
+    checksum too when ``verify``. Raises :class:`StoreError` when it is damaged."""
+    directory = t.directory
     if not (directory / MANIFEST).is_file():
         return None
-    store = open_store(directory, what)
+    store = open_store(directory, t.measure, t.statistics is not None)
     damaged = store.verify() if verify else []
     if damaged:
         raise StoreError(f"{directory}: damaged shards {damaged} (checksum or values)", damaged=tuple(damaged))
@@ -387,8 +436,8 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequen
     else:  # the last hidden state is the last feed-forward block's output
         encoder.restore_last_ffn()
     dtype = getattr(torch, store_dtype)  # the store's dtype: arrays are converted once per batch
-    writers = [ShardWriter(t.directory, store_dtype, cfg.shard_mb, scan.next_shard,
-                           what=f"{t.measure} arrays")
+    writers = [ShardWriter(t.directory, t.statistics.dtype if t.statistics else store_dtype, cfg.shard_mb,
+                           scan.next_shard, what=f"{t.measure} arrays", totals=t.statistics)
                for t, scan in zip(targets, scans)]
     start = time.perf_counter()
     bar = tqdm(total=sum(map(len, batches)), unit="sent", desc="extract", disable=not cfg.progress,
@@ -452,10 +501,15 @@ def _write_batches(encoder: Encoder, corpus: Corpus, targets: Sequence[_Target],
         need = {targets[k].measure: k for k, d in enumerate(done) if any(i not in d for i, _ in batch)}
         written += sum(any(i not in d for d in done) for i, _ in batch)
         for what, arrays in batch_maps(encoder, [t for _, t in batch], pooling, list(need), dtype, encoder.buffers):
-            k = need[what]
+            k, stats = need[what], targets[need[what]].statistics
             for (i, t), a in zip(batch, arrays):
-                if i not in done[k]:
+                if i in done[k]:
+                    continue
+                if stats is None:
                     writers[k].add(i, a, len(corpus[i]), t.prefix, m=t.n_positions)
+                else:  # what the analysis keeps of the maps, by the sentence's words
+                    writers[k].add(i, stats.record(i, a, t.prefix, len(corpus[i])), len(corpus[i]), t.prefix,
+                                   m=len(corpus[i]))
             del arrays  # written: let go before the next measure's are made
         bar.update(len(batch))
     for w in writers:
@@ -480,6 +534,10 @@ def _finish_store(t: _Target, encoder: Encoder, corpus: Corpus, store_dtype: str
     layout = array_layout(t.measure, encoder)
     kind = {"representation": enum_value(t.measure)} if isinstance(t.measure, Representation) else {
         "measure": enum_value(t.measure)}
+    if t.statistics is not None:  # the maps' layers and heads; the records' own layout
+        kind["statistics"] = t.inputs["statistics"]
+        stats_layout = t.statistics.layout(*layout.lead)
+        store_dtype = t.statistics.dtype
     write_manifest(t.directory, {
         "key": t.key,
         "inputs": t.inputs,
@@ -490,7 +548,7 @@ def _finish_store(t: _Target, encoder: Encoder, corpus: Corpus, store_dtype: str
         "n_sentences": len(corpus),
         "num_layers": layout.lead[0],
         "num_heads": layout.lead[1] if len(layout.lead) > 1 else 1,
-        "array": layout.to_json(),
+        "array": (stats_layout if t.statistics is not None else layout).to_json(),
         "store_dtype": store_dtype,
         "special_tokens": encoder.special_tokens,
         "causal": causal(encoder.model),
@@ -499,7 +557,7 @@ def _finish_store(t: _Target, encoder: Encoder, corpus: Corpus, store_dtype: str
         "extract_seconds": seconds,
         **({"part": part} if part is not None else {}),
     })
-    return open_store(t.directory, t.measure)
+    return open_store(t.directory, t.measure, t.statistics is not None)
 
 
 def array_layout(what: Stored, encoder: Encoder) -> ArrayLayout:
@@ -532,12 +590,13 @@ def extract_in_memory(encoder: Encoder, sentences: Sequence[Sequence[str]], pool
 
 
 def ensure_store(model: ModelConfig, corpus: Corpus, cfg: ExtractConfig, reads: Optional[Stored] = None,
-                 partial: bool = False) -> ExtractReport:
+                 partial: bool = False, statistics: Optional[Callable[[Measure], MapStatistics]] = None
+                 ) -> ExtractReport:
     """The stores of ``corpus`` for this model and extraction config (``reads``: see :func:`extract`); the
     model is loaded only when a store has to be built. With ``extract.partition`` set, a task that reads the
     whole store (``partial`` false) is refused in one line while other parts are not done."""
     report = extract(lambda: load_encoder(model), corpus, cfg, identity=model_identity(model),
-                     model_name=model_label(model), reads=reads)
+                     model_name=model_label(model), reads=reads, statistics=statistics)
     if report.store is None and not partial:
         raise ProbingError(f"extract.partition={cfg.partition}: this part is extracted, parts "
                            f"{list(report.parts.pending)} of {cfg.partitions} are not; this task reads the whole "

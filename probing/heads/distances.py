@@ -21,6 +21,7 @@ import pandas as pd
 
 from probing.heads.rows import distributions
 from probing.progress import progress
+from probing.stats.fixed import check, to_fixed, to_float
 from probing.store import AttentionStore
 
 _TINY = np.finfo(np.float32).tiny  # zeros become this: 0 log 0 = 0 up to 1e-36, far below float32's resolution
@@ -32,25 +33,69 @@ def _xlogx(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     return np.multiply(out, x, out=out)
 
 
-def js_distance_sums(rows: np.ndarray) -> np.ndarray:
+def js_distance_sums(rows: np.ndarray, fixed: bool = False) -> np.ndarray:
     """``(G, R, M)`` distributions (G heads, R attending rows over M positions; zero padding allowed) ->
     ``(G, G)`` sums over the rows of the JS distance (base 2) between every pair of heads: the entropy of
     the mixture minus the mean entropy of the two (a head's own entropy is computed once; the mixture of
-    a head with itself is the head, bit for bit, so identical heads are at exactly 0)."""
+    a head with itself is the head, bit for bit, so identical heads are at exactly 0). ``fixed``: each row's
+    distance rounded to fixed point first (:mod:`probing.stats.fixed`) and int64 sums returned, the same
+    however the rows are grouped."""
     g = rows.shape[0]
     p = np.ascontiguousarray(np.maximum(rows, _TINY, dtype=np.float32).transpose(0, 2, 1))  # (G, M, R)
     buf, logs = np.empty_like(p), np.empty_like(p)
     h = -_xlogx(p, logs).sum(axis=1, dtype=np.float64)  # (G, R) entropies, nats
-    out = np.zeros((g, g))
+    out = np.zeros((g, g), dtype=np.int64 if fixed else np.float64)
     for a in range(g):  # the other head's axis is vectorised; only the upper triangle is computed
         mix = np.add(p[a][None], p[a:], out=buf[:g - a])
         mix *= 0.5
         js = -_xlogx(mix, logs[:g - a]).sum(axis=1, dtype=np.float64) - 0.5 * (h[a] + h[a:])  # (G-a, R)
-        d = np.sqrt(np.clip(js / np.log(2), 0.0, 1.0)).sum(axis=-1)
+        dist = np.sqrt(np.clip(js / np.log(2), 0.0, 1.0))
+        d = to_fixed(dist).sum(axis=-1) if fixed else dist.sum(axis=-1)
         out[a, a:] = d
         out[a:, a] = d
-    np.fill_diagonal(out, 0.0)
+    np.fill_diagonal(out, 0)
     return out
+
+
+class DistanceTotals:
+    """The fixed-point sums of :func:`js_distance_sums` over attending rows and their count: the same totals
+    whatever order, grouping or process added the rows (``state()`` / ``load`` to store and merge them)."""
+
+    def __init__(self, n_heads: int, block_rows: int = 1024):
+        self.total = np.zeros((n_heads, n_heads), dtype=np.int64)
+        self.rows = 0
+        self.block_rows = block_rows
+        self._batch: list[np.ndarray] = []
+        self._batch_rows = 0
+
+    def add(self, maps: np.ndarray, prefix: int, n_words: int, stochastic: bool) -> None:
+        """One sentence's ``(L, H, M, M)`` maps: its word rows join the rows of its sequence length (summed a
+        block at a time)."""
+        g, m = maps.shape[0] * maps.shape[1], maps.shape[-1]
+        if self._batch and (self._batch[0].shape[-1] != m or self._batch_rows >= self.block_rows):
+            self.flush()
+        self._batch.append(distributions(maps[..., prefix:prefix + n_words, :], stochastic).reshape(g, n_words, m))
+        self._batch_rows += n_words
+        self.rows += n_words
+
+    def flush(self) -> None:
+        if self._batch:
+            self.total += js_distance_sums(np.concatenate(self._batch, axis=1), fixed=True)
+        self._batch, self._batch_rows = [], 0
+
+    def state(self) -> dict[str, np.ndarray]:
+        self.flush()
+        check(self.total, "head distances")
+        return {"distance_sums": self.total, "distance_rows": np.array([self.rows], dtype=np.int64)}
+
+    def load(self, state: dict[str, np.ndarray]) -> "DistanceTotals":
+        self.total, self.rows = state["distance_sums"].astype(np.int64), int(state["distance_rows"][0])
+        return self
+
+    def mean(self) -> tuple[np.ndarray, int]:
+        """The mean distance matrix and the number of rows averaged."""
+        self.flush()
+        return (to_float(self.total) / self.rows if self.rows else to_float(self.total)), self.rows
 
 
 def head_distances(store: AttentionStore, indices: Sequence[int], block_rows: int = 1024) -> tuple[np.ndarray, int]:
@@ -59,31 +104,15 @@ def head_distances(store: AttentionStore, indices: Sequence[int], block_rows: in
 
     Sentences are read by sequence length, so each block holds rows of one length (at most ``block_rows``
     rows, or one sentence): memory stays bounded and nothing is padded."""
-    g = store.num_layers * store.num_heads
+    totals = DistanceTotals(store.num_layers * store.num_heads, block_rows)
     idx = np.asarray([i for i in indices if i in store], dtype=np.int64)
     idx = idx[np.argsort(store.m[idx], kind="stable")]
-    total = np.zeros((g, g))
-    count = 0
-    batch: list[np.ndarray] = []
-    batch_rows = 0
-
-    def flush() -> None:
-        nonlocal batch, batch_rows
-        if batch:
-            total[:] += js_distance_sums(np.concatenate(batch, axis=1))
-        batch, batch_rows = [], 0
-
     for i in progress(idx, "head distances", total=len(idx)):
         i = int(i)
-        if batch and (batch[0].shape[-1] != store.m[i] or batch_rows >= block_rows):
-            flush()
-        p, n = int(store.prefix[i]), int(store.n_words[i])
-        batch.append(distributions(store.maps(i)[..., p:p + n, :], store.stochastic).reshape(g, n, -1))
-        batch_rows += n
-        count += n
-    flush()
+        totals.add(store.maps(i), int(store.prefix[i]), int(store.n_words[i]), store.stochastic)
+    out = totals.mean()
     store.close()
-    return (total / count if count else total), count
+    return out
 
 
 def distance_table(dist: np.ndarray, num_heads: int) -> pd.DataFrame:

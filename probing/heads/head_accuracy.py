@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -18,11 +18,11 @@ import pandas as pd
 from probing.config import Direction, LabelSet
 from probing.corpus import Corpus
 from probing.corpus.sentence import base_relation
-from probing.heads.scoring import head_correct, offset_correct, pad_gold
+from probing.heads.scoring import offset_correct, pointers
 from probing.progress import progress
 from probing.schema import ALL
 from probing.stats.bootstrap import percentile_interval, resample_counts
-from probing.store import AttentionStore
+from probing.store import AttentionStore, StatisticsStore
 from probing.store.chunks import iter_chunks, sentence_order
 
 log = logging.getLogger(__name__)
@@ -147,12 +147,12 @@ def count_relations(store: AttentionStore, corpus: Corpus, indices: Optional[Seq
     groups = word_groups(store.n_words[idx], chunk_words)
     for group in progress(groups, "relation accuracy", total=len(groups), unit="chunk"):
         rows, ns, parts = [], [], []
-        for chunk in iter_chunks(store, idx[group], len(group), block_mb):
-            chunk_rows = group[chunk.rows]
-            parts.append(_word_features(chunk, [gold_heads[int(r)] for r in chunk_rows], directions, offsets,
+        for local, n, picks in word_pointers(store, idx[group], directions, block_mb):
+            chunk_rows = group[local]
+            parts.append(_word_features(picks, [gold_heads[int(r)] for r in chunk_rows], n, directions, offsets,
                                         reachable))
             rows.append(chunk_rows)
-            ns.append(chunk.n)
+            ns.append(n)
         data = np.concatenate(parts)
         parts.clear()  # the blocks' copies go before the group is summed
         acc.add(np.concatenate(rows), np.concatenate(ns), data)
@@ -174,23 +174,36 @@ def word_groups(n_words: np.ndarray, chunk_words: int) -> list[np.ndarray]:
     return cuts
 
 
-def _word_features(chunk, heads: list[np.ndarray], directions: Sequence[Direction], offsets: Sequence[int],
-                   reachable: bool = False) -> np.ndarray:
-    """``(W, D*LH + 1 + K)`` int16 per word: head hits, a 1 (the arc count), offset hits; all zero for a word
-    whose arc the one direction cannot see when ``reachable``."""
-    big_n = chunk.words.shape[-1]
-    gold = pad_gold(heads, big_n)
-    hits = head_correct(chunk.words, gold, chunk.n, directions)  # (W, D, LH)
-    valid = np.arange(big_n)[None, :] < chunk.n[:, None]
-    position = np.broadcast_to(np.arange(big_n), gold.shape)[valid]
-    length = np.broadcast_to(chunk.n[:, None], gold.shape)[valid]
-    off = offset_correct(gold[valid], position, length, offsets)
+def word_pointers(store: AttentionStore | StatisticsStore, indices: np.ndarray, directions: Sequence[Direction],
+                  block_mb: float) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Every head's pick for every word of ``indices``, a block at a time: ``(positions in indices, lengths,
+    (W, D, L*H) int16 picks)``, from the maps (:func:`~probing.heads.scoring.pointers`) or, for a store that kept
+    them instead of the maps (``extract.keep_maps=false``), read as they were made from the same maps."""
+    if isinstance(store, StatisticsStore):
+        which = [list(Direction).index(Direction(d)) for d in directions]  # a record's first axis
+        picks = [store.pointers(int(i))[which].transpose(2, 0, 1) for i in indices]  # (n, D, LH) each
+        yield np.arange(len(indices)), store.n_words[indices].astype(np.int64), np.concatenate(picks)
+        store.close()
+        return
+    for chunk in iter_chunks(store, indices, len(indices), block_mb):
+        yield chunk.rows, chunk.n, pointers(chunk.words, chunk.n, directions)
+
+
+def _word_features(picks: np.ndarray, heads: list[np.ndarray], n: np.ndarray, directions: Sequence[Direction],
+                   offsets: Sequence[int], reachable: bool = False) -> np.ndarray:
+    """``(W, D*LH + 1 + K)`` int16 per word: head hits (a head's pick is the gold head; ROOT's -1 never is), a 1
+    (the arc count), offset hits; all zero for a word whose arc the one direction cannot see when
+    ``reachable``."""
+    gold = np.concatenate(heads)
+    position = np.concatenate([np.arange(k) for k in n])
+    length = np.repeat(n, n)
+    hits = picks == gold[:, None, None]  # (W, D, LH)
+    off = offset_correct(gold, position, length, offsets)
     # int16: per-sentence sums stay far below 32767 (that many words in one sentence)
     out = np.concatenate([hits.reshape(len(hits), -1), np.ones((len(hits), 1), dtype=bool), off],
                          axis=1).astype(np.int16)
     if reachable:
-        g = gold[valid]
-        seen = (g >= 0) & (g < position) if directions[0] == Direction.dep_to_head else g > position
+        seen = (gold >= 0) & (gold < position) if directions[0] == Direction.dep_to_head else gold > position
         out *= seen[:, None]
     return out
 

@@ -24,6 +24,7 @@ from probing.heads.rows import distributions
 from probing.progress import progress
 from probing.schema import PATTERN_METRICS as METRICS
 from probing.schema import RUN_KEYS
+from probing.stats.fixed import check, to_fixed, to_float
 from probing.store import AttentionStore
 
 
@@ -56,31 +57,54 @@ def sentence_patterns(maps: np.ndarray, prefix: int, n_words: int, punct: np.nda
     return out, np.array([counts.get(name, len(r)) for name in METRICS], dtype=np.int64)
 
 
+class PatternTotals:
+    """Per-head sums of :data:`METRICS` over attending rows, in fixed point (:mod:`probing.stats.fixed`: a sentence's
+    sums rounded once, so the totals are the same whatever order or process added the sentences), and the row
+    counts. ``state()`` / ``from_state`` and ``+`` make them mergeable."""
+
+    def __init__(self, layers: int, heads: int, punct_upos: Sequence[str], pattern_rows: PatternRows):
+        self.punct, self.rows = set(punct_upos), PatternRows(pattern_rows)
+        self.sums = np.zeros((len(METRICS), layers, heads), dtype=np.int64)
+        self.counts = np.zeros(len(METRICS), dtype=np.int64)
+
+    def add(self, maps: np.ndarray, prefix: int, n_words: int, upos: Sequence[str], stochastic: bool) -> None:
+        """One sentence's ``(L, H, M, M)`` maps (rows normalised unless ``stochastic``)."""
+        punct = np.array([u in self.punct for u in upos] if upos else [False] * n_words, dtype=bool)
+        ssum, scount = sentence_patterns(distributions(maps, stochastic), prefix, n_words, punct, self.rows)
+        self.sums += to_fixed(ssum)
+        self.counts += scount
+
+    def state(self) -> dict[str, np.ndarray]:
+        check(self.sums, "attention patterns")
+        return {"pattern_sums": self.sums, "pattern_counts": self.counts}
+
+    def load(self, state: dict[str, np.ndarray]) -> "PatternTotals":
+        self.sums, self.counts = state["pattern_sums"].astype(np.int64), state["pattern_counts"].astype(np.int64)
+        return self
+
+    def table(self) -> pd.DataFrame:
+        """One row per (layer, head): the mean of each metric over the rows added."""
+        layers, heads = self.sums.shape[1:]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = to_float(self.sums) / self.counts[:, None, None]
+        out = pd.DataFrame({"layer": np.repeat(np.arange(layers), heads),
+                            "head": np.tile(np.arange(heads), layers)})
+        for k, name in enumerate(METRICS):
+            out[name] = means[k].ravel()
+        out["rows"] = int(self.counts[0])
+        return out
+
+
 def attention_patterns(store: AttentionStore, corpus: Corpus, indices: Sequence[int], punct_upos: Sequence[str],
                        pattern_rows: PatternRows) -> pd.DataFrame:
     """One row per (layer, head): the means of :data:`METRICS` over every attending row of ``indices``
     (a loop over sentences, numpy over layers, heads and positions; rows normalised unless the store's are)."""
-    layers, heads = store.num_layers, store.num_heads
-    sums = np.zeros((len(METRICS), layers, heads))
-    counts = np.zeros(len(METRICS), dtype=np.int64)
-    punct_set = set(punct_upos)
-    # corpus order, not the shards': the float sums are then the same bits however the store was built
+    totals = PatternTotals(store.num_layers, store.num_heads, punct_upos, pattern_rows)
     for i in progress([int(i) for i in indices], "attention patterns", total=len(indices)):
-        maps, s = store.maps(i), corpus[i]
-        upos = s.upos or ()
-        punct = np.array([u in punct_set for u in upos] if upos else [False] * len(s), dtype=bool)
-        ssum, scount = sentence_patterns(distributions(maps, store.stochastic), int(store.prefix[i]),
-                                         int(store.n_words[i]), punct, pattern_rows)
-        sums += ssum
-        counts += scount
+        s = corpus[i]
+        totals.add(store.maps(i), int(store.prefix[i]), int(store.n_words[i]), s.upos or (), store.stochastic)
     store.close()
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = sums / counts[:, None, None]
-    out = pd.DataFrame({"layer": np.repeat(np.arange(layers), heads), "head": np.tile(np.arange(heads), layers)})
-    for k, name in enumerate(METRICS):
-        out[name] = means[k].ravel()
-    out["rows"] = int(counts[0])
-    return out
+    return totals.table()
 
 
 def layer_means(patterns: pd.DataFrame) -> pd.DataFrame:

@@ -50,29 +50,37 @@ def predict(maps: np.ndarray, direction: Direction) -> np.ndarray:
     raise ValueError(f"unknown direction {direction!r}; expected one of {[d.value for d in Direction]}")
 
 
-def head_correct(maps: np.ndarray, gold: np.ndarray, n: np.ndarray, directions: Sequence[Direction],
-                 block_bytes: int = 4 * 2**20) -> np.ndarray:
-    """Per-word hits of every head: ``(B, L, H, N, N)`` padded maps, ``(B, N)`` gold heads (-1 root,
-    anything for padding), ``(B,)`` lengths -> ``(W, D, L*H)`` bool over the W real words (sentence by
-    sentence, left to right), D directions.
+def pointers(maps: np.ndarray, n: np.ndarray, directions: Sequence[Direction], block_bytes: int = 4 * 2**20
+             ) -> np.ndarray:
+    """The word every head picks for every word: ``(B, L, H, N, N)`` padded maps, ``(B,)`` lengths ->
+    ``(W, D, L*H)`` int16 positions over the W real words (sentence by sentence, left to right), D directions.
 
-    ``maps`` is modified (its diagonal zeroed). A root word (gold -1) is never correct. Sentences are taken
-    a few at a time (``block_bytes`` of maps) so that the transposed copy of ``head_to_dep`` stays in cache.
-    """
+    ``maps`` is modified (its diagonal zeroed). Sentences are taken a few at a time (``block_bytes`` of maps)
+    so that the transposed copy of ``head_to_dep`` stays in cache."""
     b, layers, heads, big_n, _ = maps.shape
     ordered = zero_diagonal(as_ordered(maps))
     valid = np.arange(big_n)[None, :] < n[:, None]  # (B, N)
     step = max(1, block_bytes // max(1, ordered[:1].nbytes))
-    out = np.empty((int(valid.sum()), len(directions), layers * heads), dtype=bool)
+    out = np.empty((int(valid.sum()), len(directions), layers * heads), dtype=np.int16)
     w = 0
     for s in range(0, b, step):
         blk, v = ordered[s:s + step], valid[s:s + step]
         k = int(v.sum())
         for j, d in enumerate(directions):
-            hit = predict(blk, d) == gold[s:s + step, None, None, :]  # (b, L, H, N)
-            out[w:w + k, j] = hit.reshape(len(blk), layers * heads, big_n).transpose(0, 2, 1)[v]
+            pred = predict(blk, d)  # (b, L, H, N)
+            out[w:w + k, j] = pred.reshape(len(blk), layers * heads, big_n).transpose(0, 2, 1)[v]
         w += k
     return out
+
+
+def head_correct(maps: np.ndarray, gold: np.ndarray, n: np.ndarray, directions: Sequence[Direction],
+                 block_bytes: int = 4 * 2**20) -> np.ndarray:
+    """Per-word hits of every head: ``(B, L, H, N, N)`` padded maps, ``(B, N)`` gold heads (-1 root,
+    anything for padding), ``(B,)`` lengths -> ``(W, D, L*H)`` bool over the W real words (sentence by
+    sentence, left to right), D directions. ``maps`` is modified (its diagonal zeroed). A root word (gold -1)
+    is never correct."""
+    valid = np.arange(maps.shape[-1])[None, :] < n[:, None]
+    return pointers(maps, n, directions, block_bytes) == gold[valid][:, None, None]
 
 
 def offset_correct(gold: np.ndarray, position: np.ndarray, length: np.ndarray, offsets: Sequence[int]

@@ -115,39 +115,69 @@ def sentence_trees(words: np.ndarray, gold: np.ndarray, directions: Sequence[Dir
     return out
 
 
+class TreeTotals:
+    """Correct-arc counts of every head's trees (:func:`sentence_trees`) summed over sentences with one root and
+    at least two words, with their arcs and number: integers, so mergeable in any order (``state()`` /
+    ``load``)."""
+
+    def __init__(self, n_heads: int, directions: Sequence[Direction]):
+        self.directions = [Direction(d) for d in directions]
+        self.sums: dict[str, np.ndarray] = {k: np.zeros(() if "branching" in k else n_heads, dtype=np.int64)
+                                            for k in self.keys()}
+        self.arcs = self.sentences = 0
+
+    def keys(self) -> list[str]:
+        return ([f"{d}_{m}" for d in self.directions for m in ("uas", "uuas")] + ["undirected_uuas"]
+                + [f"{k}_{m}" for k in ("left_branching", "right_branching") for m in ("uas", "uuas")])
+
+    def add(self, words: np.ndarray, gold: np.ndarray) -> None:
+        """One sentence's word-level maps ``(L, H, n, n)`` and gold heads; a sentence without one root or with
+        fewer than two words is left out."""
+        n = len(gold)
+        if n < 2 or int((gold < 0).sum()) != 1:
+            return
+        w = np.asarray(words, dtype=np.float64).reshape(-1, n, n).copy()
+        for k, v in sentence_trees(w, gold, self.directions).items():
+            self.sums[k] += v
+        self.arcs += n - 1
+        self.sentences += 1
+
+    def state(self) -> dict[str, np.ndarray]:
+        return {**{f"tree_{k}": v for k, v in self.sums.items()},
+                "tree_arcs": np.array([self.arcs, self.sentences], dtype=np.int64)}
+
+    def load(self, state: dict[str, np.ndarray]) -> "TreeTotals":
+        self.sums = {k: state[f"tree_{k}"].astype(np.int64) for k in self.keys()}
+        self.arcs, self.sentences = (int(x) for x in state["tree_arcs"])
+        return self
+
+    def table(self, layers: int, heads: int, directions: Sequence[Direction]) -> pd.DataFrame:
+        """One row per (method, direction, layer, head): UAS / UUAS, with the branching baselines beside."""
+        if not self.sentences:
+            return pd.DataFrame()
+        sums, arcs = self.sums, self.arcs
+        base = {f"{k}_{m}": float(sums[f"{k}_{m}"]) / arcs
+                for k in ("left_branching", "right_branching") for m in ("uas", "uuas")}
+        layer, head = np.repeat(np.arange(layers), heads), np.tile(np.arange(heads), layers)
+        parts = []
+        for d in map(Direction, directions):
+            parts.append(pd.DataFrame({"method": "mst_directed", "direction": str(d), "layer": layer, "head": head,
+                                       "uas": sums[f"{d}_uas"] / arcs, "uuas": sums[f"{d}_uuas"] / arcs}))
+        parts.append(pd.DataFrame({"method": "mst_undirected", "direction": "undirected", "layer": layer,
+                                   "head": head, "uas": np.nan, "uuas": sums["undirected_uuas"] / arcs}))
+        out = pd.concat(parts, ignore_index=True)
+        out["sentences"], out["arcs"] = self.sentences, arcs
+        for k, v in base.items():
+            out[k] = v
+        return out
+
+
 def tree_scores(store: AttentionStore, corpus: Corpus, indices: Sequence[int], directions: Sequence[Direction]
                 ) -> pd.DataFrame:
     """One row per (method, direction, layer, head): UAS / UUAS of its spanning trees over ``indices``
     (sentences with one root and at least two words), with the branching baselines beside."""
-    layers, heads = store.num_layers, store.num_heads
-    g = layers * heads
-    sums: dict[str, np.ndarray] = {}
-    arcs = sentences = 0
+    totals = TreeTotals(store.num_layers * store.num_heads, directions)
     for i, _ in progress(store.iter_maps(indices), "trees from single heads", total=len(indices)):
-        s = corpus[i]
-        gold = np.asarray(s.heads, dtype=np.int64)
-        if len(gold) < 2 or int((gold < 0).sum()) != 1:
-            continue
-        w = np.asarray(store.words(i), dtype=np.float64).reshape(g, len(gold), len(gold)).copy()
-        res = sentence_trees(w, gold, directions)
-        for k, v in res.items():
-            sums[k] = sums.get(k, 0) + v
-        arcs += len(gold) - 1
-        sentences += 1
+        totals.add(store.words(i), np.asarray(corpus[i].heads, dtype=np.int64))
     store.close()
-    if not sentences:
-        return pd.DataFrame()
-    base = {f"{k}_{m}": float(sums[f"{k}_{m}"]) / arcs
-            for k in ("left_branching", "right_branching") for m in ("uas", "uuas")}
-    layer, head = np.repeat(np.arange(layers), heads), np.tile(np.arange(heads), layers)
-    parts = []
-    for d in directions:
-        parts.append(pd.DataFrame({"method": "mst_directed", "direction": str(d), "layer": layer, "head": head,
-                                   "uas": sums[f"{d}_uas"] / arcs, "uuas": sums[f"{d}_uuas"] / arcs}))
-    parts.append(pd.DataFrame({"method": "mst_undirected", "direction": "undirected", "layer": layer,
-                               "head": head, "uas": np.nan, "uuas": sums["undirected_uuas"] / arcs}))
-    out = pd.concat(parts, ignore_index=True)
-    out["sentences"], out["arcs"] = sentences, arcs
-    for k, v in base.items():
-        out[k] = v
-    return out
+    return totals.table(store.num_layers, store.num_heads, directions)

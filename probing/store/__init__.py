@@ -10,8 +10,9 @@ from probing.store.stores import (
     ArrayLayout,
     ArrayStore,
     AttentionStore,
+    StatisticsStore,
     VectorStore,
     write_manifest,
 )
 
-__all__ = ["FORMAT_VERSION", "ArrayLayout", "ArrayStore", "AttentionStore", "VectorStore", "write_manifest"]
+__all__ = ["FORMAT_VERSION", "ArrayLayout", "ArrayStore", "AttentionStore", "StatisticsStore", "VectorStore", "write_manifest"]

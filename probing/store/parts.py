@@ -23,7 +23,7 @@ from typing import Optional, Sequence
 
 from probing.errors import StoreError
 from probing.io import write_json
-from probing.store.shards import MANIFEST, read_index, shard_path, shard_problem
+from probing.store.shards import MANIFEST, TOTALS, read_index, shard_path, shard_problem
 from probing.store.stores import write_manifest
 
 PARTS = "parts"  # a store's parts live under <store>/parts/<k>-of-<n>/
@@ -145,6 +145,8 @@ def merge(store_dir: Path, parts: int, key: str, inputs: dict, n_sentences: int,
             if problem is not None:
                 raise StoreError(f"{d}: {problem}; remove the part and run extract.partition={k} again")
             _link(shard_path(d, src, "bin"), shard_path(store_dir, k_out, "bin"))
+            if "totals_xxh3_64" in meta:
+                _link(shard_path(d, src, TOTALS), shard_path(store_dir, k_out, TOTALS))
             write_json(shard_path(store_dir, k_out, "json"), {**meta, "shard": k_out})
             k_out += 1
     fields = {k: v for k, v in manifests[0].items() if k not in ("format", "shards", "part")}

@@ -8,28 +8,50 @@ file, so a shard is whole exactly when its index exists and matches it.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import xxhash
 
 from probing.errors import StoreError
-from probing.io import AtomicFile, write_json
+from probing.io import AtomicFile, atomic_write_bytes, write_json
 
 log = logging.getLogger(__name__)
 
-DTYPES = {"float16": np.float16, "float32": np.float32}  # store_dtype -> numpy
+DTYPES = {"float16": np.float16, "float32": np.float32, "int16": np.int16}  # store_dtype -> numpy
 MANIFEST = "manifest.json"  # written last: a store is complete exactly when it exists
 _READ_BLOCK = 16 * 2**20
 
 
 def shard_path(directory: Path, k: int, suffix: str) -> Path:
     return Path(directory) / f"shard-{k:05d}.{suffix}"
+
+
+TOTALS = "totals.npz"  # a shard's additive totals (int64 arrays), beside its .bin where the store keeps them
+
+
+def write_totals(path: Path, totals: dict[str, np.ndarray]) -> str:
+    """``totals`` as an ``.npz`` written atomically; returns its xxh3-64."""
+    buf = io.BytesIO()
+    np.savez(buf, **totals)
+    data = buf.getvalue()
+    atomic_write_bytes(path, data)
+    return xxhash.xxh3_64_hexdigest(data)
+
+
+def read_totals(path: Path, digest: str) -> dict[str, np.ndarray]:
+    """A shard's totals, checked against the checksum its index records."""
+    data = Path(path).read_bytes()
+    if xxhash.xxh3_64_hexdigest(data) != digest:
+        raise StoreError(f"{path}: does not match its checksum (its bytes changed after it was written)")
+    with np.load(io.BytesIO(data)) as z:
+        return {k: z[k] for k in z.files}
 
 
 def checksum(path: Path) -> str:
@@ -70,9 +92,12 @@ class ShardWriter:
     making the file durable, renaming it and writing its index run in a background thread."""
 
     def __init__(self, directory: Path, dtype: str, shard_mb: int, first_shard: int = 0,
-                 what: str = "attention maps"):
+                 what: str = "attention maps", totals: Optional[Any] = None):
         self.dir = directory
         self.what = what  # named in the error for values that are not finite
+        # where a shard's additive totals come from (``take()``: those of the sentences added since the last
+        # shard; ``drop()``: forget them), written beside the shard; None: the store keeps none
+        self.totals = totals
         self.dtype = DTYPES[str(dtype)]
         self.limit = shard_mb * 2**20
         self.next_shard = first_shard
@@ -104,7 +129,9 @@ class ShardWriter:
         one shard per writer is in flight. ``wait``: return only when every shard handed off is on disk (its
         error, if any, raised here)."""
         if self._rows:
-            shard = (self.next_shard, self._file, self._digest.hexdigest(), self._rows, self._offset, self._bytes)
+            totals = self.totals.take() if self.totals is not None else None
+            shard = (self.next_shard, self._file, self._digest.hexdigest(), self._rows, self._offset, self._bytes,
+                     totals)
             self.next_shard += 1
             self._new_shard()
             self._wait()
@@ -123,6 +150,8 @@ class ShardWriter:
             if self._file is not None:
                 self._file.discard()
                 self._new_shard()
+            if self.totals is not None:
+                self.totals.drop()  # the totals of the sentences discarded with the shard
             if self._pool is not None:
                 self._pool.shutdown()
                 self._pool = None
@@ -140,11 +169,15 @@ class ShardWriter:
             pending, self._pending = self._pending, None
             pending.result()
 
-    def _finish(self, k: int, file: AtomicFile, digest: str, rows: list[dict], elements: int, nbytes: int) -> None:
-        # the .bin goes first: a shard is complete exactly when its .json exists and matches it
+    def _finish(self, k: int, file: AtomicFile, digest: str, rows: list[dict], elements: int, nbytes: int,
+                totals: Optional[dict[str, np.ndarray]]) -> None:
+        # the .bin (and its totals) go first: a shard is complete exactly when its .json exists and matches them
         file.commit()
+        extra = {}
+        if totals is not None:
+            extra["totals_xxh3_64"] = write_totals(shard_path(self.dir, k, TOTALS), totals)
         write_json(shard_path(self.dir, k, "json"), {
-            "shard": k, "elements": elements, "bytes": nbytes, "xxh3_64": digest, "sentences": rows})
+            "shard": k, "elements": elements, "bytes": nbytes, "xxh3_64": digest, "sentences": rows, **extra})
 
 
 def read_index(path: Path) -> Optional[dict]:
@@ -170,6 +203,8 @@ def shard_problem(directory: Path, meta: Optional[dict], k: int, verify: bool) -
         return f"{bin_path.name} has {size} bytes, its index says {meta['bytes']}"
     if verify and checksum(bin_path) != meta["xxh3_64"]:
         return f"{bin_path.name} does not match its checksum (its bytes changed after it was written)"
+    if "totals_xxh3_64" in meta and not shard_path(directory, k, TOTALS).is_file():
+        return f"{shard_path(directory, k, TOTALS).name} is missing"
     return None
 
 
@@ -210,6 +245,6 @@ def complete_shards(directory: Path, verify: bool) -> ShardScan:
 def discard_shards(directory: Path, shards: Sequence[int]) -> None:
     """Remove shards (both files) and the manifest, so extraction re-extracts their sentences."""
     for k in shards:
-        for suffix in ("bin", "json"):
+        for suffix in ("bin", "json", TOTALS):
             shard_path(directory, k, suffix).unlink(missing_ok=True)
     (Path(directory) / MANIFEST).unlink(missing_ok=True)

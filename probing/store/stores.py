@@ -38,10 +38,12 @@ from probing.io import write_json
 from probing.store.shards import (
     DTYPES,
     MANIFEST,
+    TOTALS,
     checksum,
     complete_shards,
     finite,
     read_index,
+    read_totals,
     shard_path,
     shard_problem,
 )
@@ -307,3 +309,36 @@ class VectorStore(ArrayStore):
         p, n = int(self.prefix[i]), int(self.n_words[i])
         a = a[..., p:p + n, :]
         return a if dtype is None else a.astype(dtype)
+
+
+class StatisticsStore(ArrayStore):
+    """What an analysis keeps of a measure's maps instead of the maps (``extract.keep_maps=false``): one record
+    per sentence, ``pointers(i)`` (the layout's ``lead`` by the sentence's words: for the heads analysis every
+    head's pick for every word, ``(2, L*H, n)`` int16), and additive totals per shard, summed by ``totals()``.
+    ``num_layers`` and ``num_heads`` are those of the maps; ``statistics`` is what was kept and how."""
+
+    kind = "statistics store"
+    what = "statistics"
+
+    def __init__(self, directory: str | Path):
+        super().__init__(directory)
+        self.statistics: dict = dict(self.manifest.get("statistics") or {})
+        if not self.statistics or self.layout.positions != 1:
+            raise StoreError(f"{self.dir}: not a statistics store (no statistics in its manifest); delete the "
+                             "directory to rebuild it")
+
+    @property
+    def stochastic(self) -> bool:
+        return Measure(self.measure).stochastic
+
+    def pointers(self, i: int) -> np.ndarray:
+        return self.array(i)
+
+    def totals(self) -> dict[str, np.ndarray]:
+        """The shards' totals added up (integers: the same in any order)."""
+        out: dict[str, np.ndarray] = {}
+        for k in sorted(self._records):
+            meta = read_index(shard_path(self.dir, k, "json"))
+            for name, value in read_totals(shard_path(self.dir, k, TOTALS), meta["totals_xxh3_64"]).items():
+                out[name] = out[name] + value if name in out else value.astype(np.int64)
+        return out

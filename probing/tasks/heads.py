@@ -31,12 +31,12 @@ from probing.corpus.cache import load_corpus_cached
 from probing.errors import ProbingError
 from probing.extract import ensure_store
 from probing.figures import heads as heads_figures
-from probing.heads.distances import distance_table, head_distances, mds_embedding
+from probing.heads.distances import distance_table, mds_embedding
 from probing.heads.head_accuracy import accuracy_table
-from probing.heads.patterns import attention_patterns, layer_means
+from probing.heads.patterns import layer_means
 from probing.heads.rows import rows_convention
 from probing.heads.selection import count_part, halves, held_out
-from probing.heads.trees import tree_scores
+from probing.heads.statistics import distances_of, patterns_of, statistics, trees_of
 from probing.schema import ALL
 from probing.stats.multiplicity import adjust
 from probing.store import AttentionStore
@@ -118,10 +118,6 @@ def reachable_share(corpus: Corpus, indices, directions: list[Direction]) -> dic
         per = df.groupby("relation")[str(d)].mean()
         out[str(d)] = {**{r: round(float(v), 4) for r, v in per.items()}, ALL: round(float(df[str(d)].mean()), 4)}
     return out
-
-
-def _first(indices, limit):
-    return indices if limit is None else indices[:limit]
 
 
 def _best_metrics(best: pd.DataFrame) -> dict:
@@ -206,14 +202,14 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, heads: Hea
     """Build (or reuse) the store of ``data`` and run every enabled analysis of ``heads`` on it."""
     _check(heads)
     corpus = load_corpus_cached(data, None, extract.cache_dir)
-    report = ensure_store(model, corpus, extract, heads.measure, partial=True)
+    report = ensure_store(model, corpus, extract, heads.measure, partial=True, statistics=statistics(corpus, heads))
     sel = other = None
     if heads.held_out and heads.select_split is not None and corpus.has_trees:
         if heads.select_split == data.split:
             raise ProbingError(f"heads.select_split={heads.select_split} is the split scored (data.split): choose "
                                "the best heads on another split, or leave it unset to cross-fit")
         other = load_corpus_cached(data, heads.select_split, extract.cache_dir)
-        sel = ensure_store(model, other, extract, heads.measure, partial=True)
+        sel = ensure_store(model, other, extract, heads.measure, partial=True, statistics=statistics(other, heads))
     if not report.complete or (sel is not None and not sel.complete):
         # one part of a multirun over extract.partition: the analysis waits for the whole store
         part = part_metrics(*((report, corpus) if not report.complete else (sel, other)), extract)
@@ -353,8 +349,7 @@ class _Analysis:
 
     def patterns(self) -> pd.DataFrame:
         with self.timer("patterns", "attention patterns"):
-            patterns = self.save(schema.PATTERNS, attention_patterns(self.store, self.corpus, self.idx,
-                                                                     list(self.h.punct_upos), self.h.pattern_rows))
+            patterns = self.save(schema.PATTERNS, patterns_of(self.store, self.corpus, self.h))
             layers = self.save(schema.PATTERNS_LAYERS, layer_means(patterns))
             self.metrics["patterns_layer_mean"] = {m: layers[m].round(4).tolist() for m in schema.PATTERN_METRICS}
         return patterns
@@ -362,7 +357,7 @@ class _Analysis:
     def distances(self) -> pd.DataFrame:
         h, store = self.h, self.store
         with self.timer("distances", f"Jensen-Shannon distances between heads ({h.distance_sentences} sentences)"):
-            dist, n_rows = head_distances(store, _first(self.idx, h.distance_sentences))
+            dist, n_rows = distances_of(store, h)
             self.save(schema.HEAD_DISTANCES, distance_table(dist, store.num_heads))
             mds = self.save(schema.HEAD_MDS, mds_embedding(dist, store.num_heads, self.seed))
             self.metrics["distance_rows"] = n_rows
@@ -370,7 +365,7 @@ class _Analysis:
 
     def trees(self) -> None:
         with self.timer("trees", f"spanning trees from single heads ({self.h.tree_sentences} sentences)"):
-            trees = tree_scores(self.store, self.corpus, _first(self.idx, self.h.tree_sentences), self.directions)
+            trees = trees_of(self.store, self.corpus, self.h, self.directions)
             if not trees.empty:
                 trees = self.save(schema.TREES, trees)
                 self.metrics.update(_tree_metrics(trees))

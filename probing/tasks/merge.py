@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import logging
 
-from probing.config import DataConfig, ExtractConfig, ModelConfig, RunConfig
+from probing.config import DataConfig, ExtractConfig, HeadsConfig, ModelConfig, RunConfig
 from probing.corpus.cache import load_corpus_cached
 from probing.extract import merge_stores
+from probing.heads.statistics import statistics
 from probing.tasks.base import RunOutput, TaskResult
 from probing.tasks.store_summary import describe_store, store_use
 
 log = logging.getLogger(__name__)
 
 
-def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig) -> TaskResult:
+def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, heads: HeadsConfig) -> TaskResult:
     corpus = load_corpus_cached(data, None, extract.cache_dir)
-    report = merge_stores(model, corpus, extract)
+    report = merge_stores(model, corpus, extract, statistics(corpus, heads))
     text = describe_store(report, corpus)
     log.info(text)
     stores = {str(m): str(s.dir) for m, s in report.stores.items()}
@@ -32,4 +33,4 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig) -> TaskRes
 
 
 def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
-    return run(cfg.model, cfg.data, cfg.extract)
+    return run(cfg.model, cfg.data, cfg.extract, cfg.heads)

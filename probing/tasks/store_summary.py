@@ -69,5 +69,7 @@ def describe_part(metrics: dict) -> str:
             f"{metrics['extracted']} sentences extracted")
     if metrics["complete"]:
         return head + "; every part is done and the stores are merged"
+    if not metrics["parts_pending"]:
+        return head + "; every part is done: merge them with probing task=merge and the same settings"
     return (head + f"; parts {metrics['parts_pending']} are not done yet (the last part to finish merges the "
             "stores, or run probing task=merge with the same settings)")

@@ -59,9 +59,9 @@ def test_the_probe_group_comes_with_task_probe():
                                   "did you mean probe=arc?"),
     (["probe=arc"], "probe=...: the probe group belongs to task=probe (add task=probe)"),
     (["task=probe", "heads.min_count=3"], "heads.min_count: heads.* settings are read by task=heads or "
-                                          "task=importance, not by task=probe"),
-    (["experiment=quickstart", "task=probe"], "heads.* settings are read by task=heads or task=importance, not "
-                                              "by task=probe"),
+                                          "task=importance or task=merge, not by task=probe"),
+    (["experiment=quickstart", "task=probe"], "heads.* settings are read by task=heads or task=importance or "
+                                              "task=merge, not by task=probe"),
     (["extract.batch_size=many"], "extract.batch_size=many: Value 'many' of type 'str' could not be converted "
                                   "to Integer"),
     (["text=A cat.", "data=grammar"], "text=... is short for data=text data.text=...: leave out data= (or give "

@@ -174,3 +174,15 @@ def test_task_merge_joins_parts_built_apart_and_names_the_missing_ones(tiny_enco
     assert not report.reused and report.store.dir == directory
     same_bytes(report.store, whole)
     assert merge_stores(model, c, here).reused  # whole already: nothing to merge
+
+
+def test_without_auto_merge_the_parts_wait_for_task_merge(tiny_encoder, tiny_model_dir, tmp_path):
+    from probing.config import ModelConfig
+    from probing.extract import merge_stores
+
+    c = big()
+    pcfg = parts_cfg(tmp_path, partitions=2, auto_merge=False)
+    reports = [extract(tiny_encoder, c, replace(pcfg, partition=k)) for k in range(2)]
+    assert reports[-1].store is None and reports[-1].parts.complete  # every part done, none merged
+    report = merge_stores(ModelConfig(name="tiny", name_or_path=str(tiny_model_dir)), c, pcfg)
+    same_bytes(report.store, extract(tiny_encoder, c, parts_cfg(tmp_path / "one")).store)
