@@ -280,6 +280,9 @@ class ExtractConfig:
     batch_size: int = 32
     # tokens per batch cap (pieces x sentences), keeps long-sentence batches bounded in memory
     max_batch_tokens: int = 8192
+    # a head's attention cells per batch (sentences x longest^2): the maps a batch holds stay bounded however long
+    # the corpus's longest sentence (a longer sentence is a batch of its own)
+    max_batch_cells: int = 131072
     max_length: Optional[int] = None  # None: the model's own limit
     store_dtype: StoreDtype = StoreDtype.float16
     skip_last_ffn: bool = True  # attention never needs the last layer's feed-forward block (hidden does)

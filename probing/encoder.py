@@ -361,15 +361,19 @@ def _random_model(path: str, revision: Optional[str], trust_remote_code: bool, d
                                      trust_remote_code=trust_remote_code)
 
 
-def length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int) -> list[list[int]]:
+def length_batches(lengths: Sequence[int], batch_size: int, max_tokens: int, max_cells: Optional[int] = None
+                   ) -> list[list[int]]:
     """Consecutive indices of ``lengths`` (pieces per sentence, sorted by the caller) grouped into batches,
-    each capped by sentence count and by padded pieces (sentences x longest): extraction and importance
-    batch alike."""
+    each capped by sentence count, by padded pieces (sentences x longest) and, with ``max_cells``, by a head's
+    attention cells (sentences x longest^2, which bounds the maps a batch holds however long the corpus's
+    longest sentence): extraction and importance batch alike."""
     out: list[list[int]] = []
     group: list[int] = []
     longest = 0
     for i, n in enumerate(lengths):
-        if group and (len(group) >= batch_size or max(longest, n) * (len(group) + 1) > max_tokens):
+        t = max(longest, n)
+        if group and (len(group) >= batch_size or t * (len(group) + 1) > max_tokens
+                      or (max_cells is not None and t * t * (len(group) + 1) > max_cells)):
             out.append(group)
             group, longest = [], 0
         group.append(i)

@@ -484,7 +484,8 @@ def _sentences_to_extract(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, 
     for a, b in block_ranges(end - start, cfg.block_sentences):
         items = sorted(((start + k, tokenized[k]) for k in range(a, b) if not isinstance(tokenized[k], str)),
                        key=lambda it: len(it[1].input_ids))
-        for group in length_batches([len(t.input_ids) for _, t in items], cfg.batch_size, cfg.max_batch_tokens):
+        for group in length_batches([len(t.input_ids) for _, t in items], cfg.batch_size, cfg.max_batch_tokens,
+                                    cfg.max_batch_cells):
             batch = [items[k] for k in group]
             if any(i not in d for i, _ in batch for d in done):
                 batches.append(batch)

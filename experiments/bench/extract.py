@@ -114,7 +114,8 @@ def forward_only(enc, corpus, cfg) -> int:
 
     items = sorted(enumerate(enc.tokenize([s.words for s in corpus])), key=lambda it: len(it[1].input_ids))
     n = 0
-    for group in length_batches([len(x.input_ids) for _, x in items], cfg.batch_size, cfg.max_batch_tokens):
+    for group in length_batches([len(x.input_ids) for _, x in items], cfg.batch_size, cfg.max_batch_tokens,
+                                cfg.max_batch_cells):
         batch = [items[i] for i in group]
         t = max(len(x.input_ids) for _, x in batch)
         ids = torch.zeros((len(batch), t), dtype=torch.long)

@@ -20,6 +20,7 @@ from scipy.special import entr
 
 from probing.config import PatternRows
 from probing.corpus import Corpus
+from probing.heads.kernels import pattern_sums
 from probing.heads.rows import distributions
 from probing.progress import progress
 from probing.schema import PATTERN_METRICS as METRICS
@@ -68,11 +69,20 @@ class PatternTotals:
         self.counts = np.zeros(len(METRICS), dtype=np.int64)
 
     def add(self, maps: np.ndarray, prefix: int, n_words: int, upos: Sequence[str], stochastic: bool) -> None:
-        """One sentence's ``(L, H, M, M)`` maps (rows normalised unless ``stochastic``)."""
+        """One sentence's ``(L, H, M, M)`` maps (rows normalised unless ``stochastic``): the sums of
+        :func:`sentence_patterns`, by its compiled kernel."""
         punct = np.array([u in self.punct for u in upos] if upos else [False] * n_words, dtype=bool)
-        ssum, scount = sentence_patterns(distributions(maps, stochastic), prefix, n_words, punct, self.rows)
+        layers, heads, m = maps.shape[0], maps.shape[1], maps.shape[-1]
+        a = distributions(maps, stochastic).reshape(layers * heads, m, m)
+        every = self.rows is PatternRows.all
+        ssum = np.empty((len(METRICS), layers, heads))
+        ssum[:-1] = pattern_sums(a, prefix, n_words, punct, every).reshape(-1, layers, heads)
+        rows = m if every else n_words
+        ssum[-1] = rows * np.log(m)  # uniform_entropy: every row spans the same m positions
         self.sums += to_fixed(ssum)
-        self.counts += scount
+        r = np.arange(prefix, prefix + n_words) if not every else np.arange(m)
+        counts = {"next": int((r + 1 < m).sum()), "prev": int((r >= 1).sum())}
+        self.counts += np.array([counts.get(name, len(r)) for name in METRICS], dtype=np.int64)
 
     def state(self) -> dict[str, np.ndarray]:
         check(self.sums, "attention patterns")

@@ -10,15 +10,23 @@ from __future__ import annotations
 
 import numpy as np
 
+from probing.heads.kernels import half_to_float
 from probing.store import AttentionStore
 
 ROWS_NORMALISED = "rows divided by their sum first (the measure's rows are not distributions)"
 
 
+def as_float32(maps: np.ndarray) -> np.ndarray:
+    """``maps`` in float32 (float16 by a compiled table lookup, the same values)."""
+    if maps.dtype == np.float16:
+        return half_to_float(maps)
+    return np.asarray(maps, dtype=np.float32)
+
+
 def distributions(maps: np.ndarray, stochastic: bool) -> np.ndarray:
     """``maps`` (``(..., M)`` rows) as float32 rows summing to 1: unchanged when ``stochastic``, else each row
     divided by its sum (an all-zero row stays zero)."""
-    a = np.asarray(maps, dtype=np.float32)
+    a = as_float32(maps)
     if stochastic:
         return a
     total = a.sum(axis=-1, keepdims=True, dtype=np.float64)

@@ -21,7 +21,8 @@ from probing.config import Direction, HeadsConfig, Measure, PatternRows
 from probing.corpus import Corpus
 from probing.heads.distances import DistanceTotals, head_distances
 from probing.heads.patterns import PatternTotals, attention_patterns
-from probing.heads.scoring import pointers
+from probing.heads.kernels import picks
+from probing.heads.scoring import as_ordered
 from probing.heads.trees import TreeTotals, tree_scores
 from probing.store import ArrayLayout, AttentionStore, StatisticsStore
 
@@ -72,8 +73,8 @@ class HeadStatistics:
             distances.add(maps, prefix, n_words, stochastic)
         if within(index, self.h.tree_sentences) and s.heads is not None:
             trees.add(words, np.asarray(s.heads, dtype=np.int64))
-        picks = pointers(np.array(words)[None], np.array([n_words]), ALL_DIRECTIONS)  # (n, 2, LH)
-        return np.ascontiguousarray(picks.transpose(1, 2, 0))
+        ordered = as_ordered(np.ascontiguousarray(words)).reshape(layers * heads, n_words, n_words)
+        return picks(ordered)  # (2, LH, n), as pointers() gives them from a padded chunk
 
     def take(self) -> dict[str, np.ndarray]:
         if self._totals is None:

@@ -28,7 +28,7 @@ from probing.store.stores import write_manifest
 
 PARTS = "parts"  # a store's parts live under <store>/parts/<k>-of-<n>/
 # what a part's batching was: parts batched otherwise give arrays that differ in their last bits
-BATCHING = ("block_sentences", "batch_size", "max_batch_tokens")
+BATCHING = ("block_sentences", "batch_size", "max_batch_tokens", "max_batch_cells")
 
 
 def block_ranges(n_sentences: int, block: int) -> list[tuple[int, int]]:
