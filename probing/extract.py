@@ -229,7 +229,8 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
     stores = _complete_stores(targets, cfg.verify)
     first = stored(reads) if reads is not None else targets[0].measure
     if len(stores) == len(targets):
-        return ExtractReport(stores[first], reused=True, stores=stores)
+        whole = PartStatus(cfg.partitions, tuple(range(cfg.partitions)), ()) if cfg.partition is not None else None
+        return ExtractReport(stores[first], reused=True, stores=stores, parts=whole)
     missing = [t for t in targets if t.measure not in stores]
     if cfg.partition is not None:
         return _extract_part(encoder, corpus, cfg, targets, missing, stores, first)

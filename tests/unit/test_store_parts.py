@@ -186,3 +186,18 @@ def test_without_auto_merge_the_parts_wait_for_task_merge(tiny_encoder, tiny_mod
     assert reports[-1].store is None and reports[-1].parts.complete  # every part done, none merged
     report = merge_stores(ModelConfig(name="tiny", name_or_path=str(tiny_model_dir)), c, pcfg)
     same_bytes(report.store, extract(tiny_encoder, c, parts_cfg(tmp_path / "one")).store)
+
+
+def test_task_extract_of_a_part_says_what_is_left_and_then_that_the_store_is_whole(tiny_model_dir, tmp_path):
+    from probing.config import DataConfig, DataKind, ModelConfig
+    from probing.tasks import extract as extract_task
+
+    model = ModelConfig(name="tiny", name_or_path=str(tiny_model_dir))
+    data = DataConfig(kind=DataKind.grammar, n_sentences=30)
+    pcfg = parts_cfg(tmp_path, partitions=2)
+    first = extract_task.run(model, data, replace(pcfg, partition=0))
+    assert first.metrics["parts_pending"] == [1] and "parts [1] are not done yet" in first.console
+    second = extract_task.run(model, data, replace(pcfg, partition=1))
+    assert second.metrics["complete"] and second.metrics["sentences"] == 30
+    again = extract_task.run(model, data, replace(pcfg, partition=0))  # whole already: reused
+    assert again.metrics["reused"] and again.metrics["parts_done"] == [0, 1]
