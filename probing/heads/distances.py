@@ -59,29 +59,38 @@ def js_distance_sums(rows: np.ndarray, fixed: bool = False) -> np.ndarray:
 
 class DistanceTotals:
     """The fixed-point sums of :func:`js_distance_sums` over attending rows and their count: the same totals
-    whatever order, grouping or process added the rows (``state()`` / ``load`` to store and merge them)."""
+    whatever order, grouping or process added the rows (``state()`` / ``load`` to store and merge them).
+
+    Rows wait in one group per sequence length (nothing is padded) until a group holds ``block_rows`` rows or
+    all groups together hold ``4 * block_rows``, when the largest group is summed: sentences can come in any
+    order (an extraction's batches) and the sums still run on large blocks."""
 
     def __init__(self, n_heads: int, block_rows: int = 1024):
         self.total = np.zeros((n_heads, n_heads), dtype=np.int64)
         self.rows = 0
         self.block_rows = block_rows
-        self._batch: list[np.ndarray] = []
-        self._batch_rows = 0
+        self._groups: dict[int, list[np.ndarray]] = {}
+        self._waiting: dict[int, int] = {}
 
     def add(self, maps: np.ndarray, prefix: int, n_words: int, stochastic: bool) -> None:
-        """One sentence's ``(L, H, M, M)`` maps: its word rows join the rows of its sequence length (summed a
-        block at a time)."""
+        """One sentence's ``(L, H, M, M)`` maps: its word rows join the rows of its sequence length."""
         g, m = maps.shape[0] * maps.shape[1], maps.shape[-1]
-        if self._batch and (self._batch[0].shape[-1] != m or self._batch_rows >= self.block_rows):
-            self.flush()
-        self._batch.append(distributions(maps[..., prefix:prefix + n_words, :], stochastic).reshape(g, n_words, m))
-        self._batch_rows += n_words
+        self._groups.setdefault(m, []).append(
+            distributions(maps[..., prefix:prefix + n_words, :], stochastic).reshape(g, n_words, m))
+        self._waiting[m] = self._waiting.get(m, 0) + n_words
         self.rows += n_words
+        if self._waiting[m] >= self.block_rows:
+            self._sum(m)
+        elif sum(self._waiting.values()) >= 4 * self.block_rows:
+            self._sum(max(self._waiting, key=self._waiting.get))
+
+    def _sum(self, m: int) -> None:
+        self.total += js_distance_sums(np.concatenate(self._groups.pop(m), axis=1), fixed=True)
+        del self._waiting[m]
 
     def flush(self) -> None:
-        if self._batch:
-            self.total += js_distance_sums(np.concatenate(self._batch, axis=1), fixed=True)
-        self._batch, self._batch_rows = [], 0
+        for m in sorted(self._groups):
+            self._sum(m)
 
     def state(self) -> dict[str, np.ndarray]:
         self.flush()
