@@ -19,7 +19,7 @@ import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Protocol, Sequence, Union
+from typing import Any, Callable, Iterable, Iterator, Optional, Protocol, Sequence, Union
 
 import numpy as np
 import torch
@@ -427,7 +427,9 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequen
     store_dtype = str(enum_value(cfg.store_dtype))
     scans = [_scan(t.directory) for t in targets]
     done = [scan.entries for scan in scans]
-    batches, skipped_rows = _sentences_to_extract(encoder, corpus, cfg, done, span or (0, len(corpus)))
+    span = span or (0, len(corpus))
+    skipped_rows: list[dict] = []
+    batches = _sentences_to_extract(encoder, corpus, cfg, done, span, skipped_rows)
     resumed = min(len(d) for d in done)
     for t, d in zip(targets, done):
         if d:
@@ -441,8 +443,8 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequen
                            scan.next_shard, what=f"{t.measure} arrays", totals=t.statistics)
                for t, scan in zip(targets, scans)]
     start = time.perf_counter()
-    bar = tqdm(total=sum(map(len, batches)), unit="sent", desc="extract", disable=not cfg.progress,
-               dynamic_ncols=True)
+    bar = tqdm(total=sum(any(i not in d for d in done) for i in range(*span)), unit="sent", desc="extract",
+               disable=not cfg.progress, dynamic_ncols=True)
     try:
         written = _write_batches(encoder, corpus, targets, batches, done, writers, pooling, dtype, bar)
     finally:
@@ -465,43 +467,45 @@ def _scan(directory: Path) -> ShardScan:
 
 
 def _sentences_to_extract(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, done: Sequence[dict],
-                          span: tuple[int, int]) -> tuple[list[list[tuple[int, Tokenized]]], list[dict]]:
-    """The batches that hold a sentence some store still lacks, and the rows of the sentences no store can hold
-    (too long, or no word pieces) for the manifests; sentences ``span`` only.
+                          span: tuple[int, int], skipped_rows: list[dict]
+                          ) -> Iterator[list[tuple[int, Tokenized]]]:
+    """The batches that hold a sentence some store still lacks, block by block (a block is tokenised when its
+    turn comes, so memory does not grow with the corpus); the sentences no store can hold (too long, or no word
+    pieces) are appended to ``skipped_rows`` for the manifests. Sentences ``span`` only.
 
     Batches are planned within each block of ``extract.block_sentences`` sentences (sorted by length, then
     :func:`~probing.encoder.length_batches`), whether or not a sentence is missing, and a batch runs whole when
     one of its sentences is: so a sentence's arrays are the same bits whichever part, run or resume made them."""
     start, end = span
-    tokenized = encoder.tokenize([corpus[i].words for i in range(start, end)])
-    if cfg.max_length is not None:
-        tokenized = [t if isinstance(t, str) or len(t.input_ids) <= cfg.max_length
-                     else f"too long: {len(t.input_ids)} word pieces > extract.max_length={cfg.max_length}"
-                     for t in tokenized]
-    skipped_rows = [{"index": start + k, "id": corpus[start + k].id, "reason": t,
-                     "kind": "too long" if t.startswith("too long") else "no word pieces"}
-                    for k, t in enumerate(tokenized) if isinstance(t, str)]
-    batches = []
     for a, b in block_ranges(end - start, cfg.block_sentences):
-        items = sorted(((start + k, tokenized[k]) for k in range(a, b) if not isinstance(tokenized[k], str)),
+        first = start + a
+        tokenized = encoder.tokenize([corpus[i].words for i in range(first, start + b)])
+        if cfg.max_length is not None:
+            tokenized = [t if isinstance(t, str) or len(t.input_ids) <= cfg.max_length
+                         else f"too long: {len(t.input_ids)} word pieces > extract.max_length={cfg.max_length}"
+                         for t in tokenized]
+        skipped_rows += [{"index": first + k, "id": corpus[first + k].id, "reason": t,
+                          "kind": "too long" if t.startswith("too long") else "no word pieces"}
+                         for k, t in enumerate(tokenized) if isinstance(t, str)]
+        items = sorted(((first + k, t) for k, t in enumerate(tokenized) if not isinstance(t, str)),
                        key=lambda it: len(it[1].input_ids))
         for group in length_batches([len(t.input_ids) for _, t in items], cfg.batch_size, cfg.max_batch_tokens,
                                     cfg.max_batch_cells):
             batch = [items[k] for k in group]
             if any(i not in d for i, _ in batch for d in done):
-                batches.append(batch)
-    return batches, skipped_rows
+                yield batch
 
 
 def _write_batches(encoder: Encoder, corpus: Corpus, targets: Sequence[_Target],
-                   batches: Sequence[Sequence[tuple[int, Tokenized]]], done: Sequence[dict],
+                   batches: Iterable[Sequence[tuple[int, Tokenized]]], done: Sequence[dict],
                    writers: Sequence[ShardWriter], pooling: Pooling, dtype: torch.dtype, bar: Any) -> int:
     """Run ``batches`` through the encoder and hand each store the sentences it lacks; then write every store's
     last shard. Returns the number of sentences written to some store."""
     written = 0
     for batch in batches:
         need = {targets[k].measure: k for k, d in enumerate(done) if any(i not in d for i, _ in batch)}
-        written += sum(any(i not in d for d in done) for i, _ in batch)
+        new = sum(any(i not in d for d in done) for i, _ in batch)
+        written += new
         for what, arrays in batch_maps(encoder, [t for _, t in batch], pooling, list(need), dtype, encoder.buffers):
             k, stats = need[what], targets[need[what]].statistics
             for (i, t), a in zip(batch, arrays):
@@ -513,7 +517,7 @@ def _write_batches(encoder: Encoder, corpus: Corpus, targets: Sequence[_Target],
                     writers[k].add(i, stats.record(i, a, t.prefix, len(corpus[i])), len(corpus[i]), t.prefix,
                                    m=len(corpus[i]))
             del arrays  # written: let go before the next measure's are made
-        bar.update(len(batch))
+        bar.update(new)
     for w in writers:
         w.flush(wait=False)  # every store's last shard written at once
     for w in writers:
