@@ -1,0 +1,186 @@
+"""Work beyond one process: the heads analysis without stored maps, extraction in parts, and store sizes.
+
+(m) memory: ``task=heads extract.keep_maps=false`` with MiniLM on 1/8, 1/2 and all of EWT train and on EWT train
+    repeated 4 times (written to a temporary CoNLL-U file), each in a fresh subprocess: peak RSS, the RSS after
+    the corpus and the model are loaded (what the pass itself adds is the difference), seconds; beside it, at
+    each size, a cold ``task=extract`` of the attention maps (the extraction alone), paired: the time ratio.
+(p) parts: ``task=extract`` of EWT train with MiniLM as one process, and as two parts run side by side on the two
+    cores (two subprocesses, one torch thread each), wall clock and CPU seconds.
+(s) store size: a BERT-large-shaped random encoder (24 x 16 heads, MiniLM's tokenizer) on the first sentences of
+    EWT dev, the attention store against the statistics kept with ``keep_maps=false``, per 1,000 sentences.
+
+Every run gets its own cache in a temporary directory, removed at the end.
+Usage:
+    HF_HUB_OFFLINE=1 python experiments/bench/parts.py [--sizes 0.125,0.5,1,4] [--sections m,p,s]
+
+Figures and findings: experiments/bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(Path(__file__).resolve().parent), str(REPO)]  # this checkout's probing, whatever is installed
+EWT = REPO.parent / "shared" / "data" / "ud_english_ewt"
+
+
+def rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def corpus_file(tmp: Path, size: float) -> tuple[Path, int | None]:
+    """EWT train, or (size > 1) EWT train repeated ``size`` times in one file; the sentence limit for a fraction."""
+    train = EWT / "en_ewt-ud-train.conllu"
+    if size <= 1:
+        n = sum(1 for line in train.open() if line.startswith("# sent_id"))
+        return train, (None if size == 1 else int(round(n * size)))
+    out = tmp / f"train_x{int(size)}.conllu"
+    with out.open("w") as f:
+        text = train.read_text()
+        for _ in range(int(size)):
+            f.write(text)
+    return out, None
+
+
+def child(mode: str, path: str, limit: int | None, cache: str) -> None:
+    """One run, timed from after the corpus and the model are loaded; prints a JSON line."""
+    import torch
+
+    from probing.config import DataConfig, DataKind, ExtractConfig, HeadsConfig, ModelConfig
+    from probing.corpus.cache import load_corpus_cached
+    from probing.encoder import load_encoder
+    from probing.extract import extract
+    from probing.tasks import heads as heads_task
+    from probing.tasks.base import RunOutput
+    from probing.tracking import NoTracker
+
+    if mode.startswith("part"):
+        torch.set_num_threads(1)
+    data = DataConfig(kind=DataKind.conllu, path=path, split="train", limit=limit)
+    ext = ExtractConfig(cache_dir=cache, progress=False)
+    corpus = load_corpus_cached(data, None, cache)
+    model = ModelConfig(name="minilm", name_or_path="bundled:minilm", device="cpu")
+    enc = load_encoder(model)
+    base = rss_mb()
+    cpu0, start = time.process_time(), time.perf_counter()
+    if mode == "heads":
+        heads_task.run(model, data, ExtractConfig(cache_dir=cache, progress=False, keep_maps=False),
+                       HeadsConfig(figures=False), 0, RunOutput(Path(cache) / "run", NoTracker()))
+    elif mode == "extract":
+        extract(enc, corpus, ext)
+    else:  # part-K-of-N
+        k, n = (int(x) for x in mode.split("-")[1::2])
+        extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False, partitions=n, partition=k))
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu0
+    size = sum(f.stat().st_size for f in Path(cache).rglob("shard-*") if f.is_file())
+    manifests = [json.loads(m.read_text()) for m in Path(cache).glob("*/manifest.json")]
+    print(json.dumps({"mode": mode, "sentences": len(corpus), "words": sum(len(s) for s in corpus),
+                      "seconds": seconds, "cpu": cpu, "peak_rss_mb": rss_mb(), "loaded_rss_mb": base,
+                      "store_bytes": size, "extract_seconds": sum(m["extract_seconds"] for m in manifests)}))
+
+
+def spawn(args: list[str], env: dict) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, __file__, "--child", *args], stdout=subprocess.PIPE, text=True,
+                            env=env)
+
+
+def result(p: subprocess.Popen) -> dict:
+    out, _ = p.communicate()
+    if p.returncode:
+        raise SystemExit(f"a child run failed (exit {p.returncode})")
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def memory(tmp: Path, sizes: list[float], env: dict) -> None:
+    for size in sizes:
+        path, limit = corpus_file(tmp, size)
+        runs = {}
+        for mode in ("extract", "heads"):
+            cache = tmp / f"cache-{mode}-{size}"
+            runs[mode] = result(spawn([mode, str(path), str(limit or 0), str(cache)], env))
+            shutil.rmtree(cache)
+        h, e = runs["heads"], runs["extract"]
+        print(f"size {size:>5}  {h['sentences']:6d} sentences {h['words']:7d} words | keep_maps=false heads: "
+              f"{h['seconds']:6.1f} s in all, extraction with statistics {h['extract_seconds']:6.1f} s, peak RSS "
+              f"{h['peak_rss_mb']:5.0f} MB (loaded {h['loaded_rss_mb']:5.0f}), kept {h['store_bytes'] / 2**20:6.1f} "
+              f"MiB | extraction alone {e['extract_seconds']:6.1f} s, peak RSS {e['peak_rss_mb']:5.0f} MB, maps "
+              f"{e['store_bytes'] / 2**20:6.1f} MiB | extraction ratio {h['extract_seconds'] / e['extract_seconds']:.2f}x,"
+              f" whole heads run / extraction alone {h['seconds'] / e['extract_seconds']:.2f}x", flush=True)
+
+
+def parts(tmp: Path, env: dict) -> None:
+    path = str(EWT / "en_ewt-ud-train.conllu")
+    cache = tmp / "cache-one"
+    t0 = time.perf_counter()
+    one = result(spawn(["extract", path, "0", str(cache)], env))
+    one_wall = time.perf_counter() - t0
+    shutil.rmtree(cache)
+    cache = tmp / "cache-two"
+    t0 = time.perf_counter()
+    procs = [spawn([f"part-{k}-of-2", path, "0", str(cache)], env) for k in range(2)]
+    two = [result(p) for p in procs]
+    two_wall = time.perf_counter() - t0
+    shutil.rmtree(cache)
+    print(f"one process: {one_wall:.1f} s wall ({one['seconds']:.1f} s extracting, {one['cpu']:.1f} CPU s); two "
+          f"parts side by side: {two_wall:.1f} s wall (extracting {two[0]['seconds']:.1f}, {two[1]['seconds']:.1f} s; "
+          f"{two[0]['cpu'] + two[1]['cpu']:.1f} CPU s); wall ratio {two_wall / one_wall:.2f}x", flush=True)
+
+
+def sizes_bert_large(tmp: Path, n: int) -> None:
+    from families import encoder
+
+    from probing.config import ExtractConfig, HeadsConfig
+    from probing.extract import extract
+    from probing.heads.statistics import statistics
+    from extract import load
+
+    corpus = load(str(EWT), n)
+    enc = encoder("bert_large", tmp)
+    maps = extract(enc, corpus, ExtractConfig(cache_dir=str(tmp / "s-maps"), progress=False)).store
+    kept = extract(enc, corpus, ExtractConfig(cache_dir=str(tmp / "s-kept"), progress=False, keep_maps=False),
+                   statistics=statistics(corpus, HeadsConfig())).store
+    per = 1000 / len(corpus)
+    a = sum(f.stat().st_size for f in (tmp / "s-maps").rglob("shard-*"))
+    b = sum(f.stat().st_size for f in (tmp / "s-kept").rglob("shard-*"))
+    print(f"BERT-large shape, first {len(corpus)} EWT dev sentences: maps {a * per / 2**20:.1f} MiB per 1,000 "
+          f"sentences, kept statistics {b * per / 2**20:.1f} MiB per 1,000 ({b / a:.3f} of the maps; "
+          f"{len(maps)} and {len(kept)} sentences)", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="0.125,0.5,1,4")
+    ap.add_argument("--sections", default="m,p,s")
+    ap.add_argument("--bert-large-sentences", type=int, default=200)
+    ap.add_argument("--child", nargs=4, metavar=("MODE", "PATH", "LIMIT", "CACHE"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        mode, path, limit, cache = args.child
+        child(mode, path, int(limit) or None, cache)
+        return
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    tmp = Path(tempfile.mkdtemp(prefix="probing-bench-parts-"))
+    try:
+        sections = args.sections.split(",")
+        if "m" in sections:
+            memory(tmp, [float(s) for s in args.sizes.split(",")], env)
+        if "p" in sections:
+            parts(tmp, env)
+        if "s" in sections:
+            sizes_bert_large(tmp, args.bert_large_sentences)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
