@@ -1,19 +1,24 @@
-"""Figures and tables of the structural-probes experiment from its sweeps and a ``task=heads`` run:
+"""Tables and figures of the structural-probes experiment, from the run dirs under one results dir.
 
-- ``layers.png``: UUAS, DSpr, root accuracy and NSpr per hidden layer (0 = the embedding layer) of the trained
-  model beside the random-init one and the linear chain (``--hidden``: distance/depth runs or sweeps on all of EWT
-  train, over layers and ``model.random_init``);
-- ``heads.png``: the layer x head grid of distance-probe UUAS from each head's context vectors (``--heads``: the
-  72-job sweep) beside the same heads' attention accuracy (``--attention``: relation ``all``, the better of the two
-  directions), and their scatter with Spearman's rho over the 72 heads;
-- ``subsample.png``: the same probes trained on a subsample of EWT train (``--hidden-subsample``,
-  ``--heads-subsample``: the ``probe.max_train_sentences`` sweeps) against all of it, per layer and per head;
-- ``mdl.png``: online codelength and compression per layer of the relation probe and of its control task
-  (``--mdl``: ``probe=relation probe.mdl=true`` runs or sweeps, one curve per number of training arcs);
-- ``results.md``: the numbers behind the figures (markdown tables), pasted into the README.
+    python experiments/structural_probes_ud_ewt/summarise.py results/structural_probes_ud_ewt [--out DIR]
 
-    python experiments/structural_probes_ud_ewt/summarise.py --hidden DIR [DIR ...] --heads SWEEP \
-        --attention HEADS_RUN --mdl DIR [DIR ...] [--hidden-subsample DIR ...] [--heads-subsample SWEEP] [--out DIR]
+reads (each a sweep dir of numbered jobs, or one run dir; a missing one leaves its section out):
+
+- ``layers``: ``probe=distance,depth`` on hidden layers 0-6 of the trained and the random-init model, EWT test;
+- ``layers_dev``: the same probes of the trained model scored on EWT dev (the split the best layer is chosen on);
+- ``full_train``, ``full_train_random``: layer 3's probes of either model trained on all of EWT train (what the
+  subsample costs);
+- ``heads``, ``heads_dev``: ``probe=distance probe.features=heads`` for each of the 72 heads, EWT test and dev;
+- ``heads_offset``: the same on test with ``probe.word_offset=-1,1`` (each word read as its neighbour's vector);
+- ``heads_random``: the head grid of the random-init model, EWT test;
+- ``attention_test``, ``attention_test_random``: ``task=heads`` on EWT test (attention accuracy per head);
+- ``mdl``: ``probe=relation probe.features=hidden probe.mdl=true`` per layer.
+
+and writes ``results.md`` (every number the README quotes), ``layers.png``, ``heads.png`` and ``mdl.png`` into
+``--out`` (default: this folder). Intervals: ``[lo, hi]`` after a structural score is the 95% bootstrap interval
+over EWT test sentences of the 3 seeds' mean (the run's ``sentences_ci_low/high``); ``sd`` is the sd across
+seeds; MDL intervals are Student's t intervals across the 3 seeds; Spearman's rho over heads has a percentile
+interval over resampled heads.
 """
 
 from __future__ import annotations
@@ -28,340 +33,567 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from scipy.stats import spearmanr  # noqa: E402
+from scipy.stats import rankdata, spearmanr  # noqa: E402
 
-from probing.config import DataConfig, DataKind, ProbeConfig  # noqa: E402
+from probing.config import DataConfig, DataKind  # noqa: E402
 from probing.corpus.cache import load_corpus_cached  # noqa: E402
-from probing.probes.mdl import block_ends  # noqa: E402
-from probing.probes.pairs import corpus_words, gold_arcs  # noqa: E402
-from probing.probes.structural.metrics import gold_edges, mst_edges  # noqa: E402
+from probing.probes.structural.metrics import (  # noqa: E402
+    dspr_terms,
+    ratio_of_groups,
+    tree_distances,
+    uuas_terms,
+)
 from probing.results import read_table  # noqa: E402
+from probing.stats.bootstrap import percentile_interval, resample_counts  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 STRUCTURAL = ("uuas", "dspr", "root_accuracy", "nspr")
-TITLES = {"uuas": "UUAS (distance probe)", "dspr": "DSpr (distance probe)",
-          "root_accuracy": "root accuracy (depth probe)", "nspr": "NSpr (depth probe)"}
+NAMES = {"uuas": "UUAS", "dspr": "DSpr", "root_accuracy": "root accuracy", "nspr": "NSpr"}
+OBJECTIVE = {"distance": "uuas", "depth": "root_accuracy"}
+KBIT = 1024  # bits in a kbit, as in Voita and Titov's notebook (online_codelength / 1024)
+HEAD_RESAMPLES = 10_000
+SEED = 0
 
 
-def read_job(path: Path) -> dict:
-    """A job's ``metrics.json``, with ``probe_seconds`` the fit's seconds (``stage_seconds.probe``)."""
-    m = json.loads((path / "metrics.json").read_text())
-    if "probe_seconds" not in m:
-        m["probe_seconds"] = (m.get("stage_seconds") or {}).get("probe")
-    return m
+# ----------------------------------------------------------------------------------------------- reading runs
 
-
-def runs(path: Path) -> pd.DataFrame:
-    """One row per finished job: a run dir's ``metrics.json``, or those of a sweep's numbered job dirs (jobs
-    without one are left out, and counted)."""
+def job_dirs(path: Path) -> list[Path]:
+    """A run dir, or the finished numbered jobs of a sweep dir (unfinished ones are named and left out)."""
     if (path / "metrics.json").is_file():
-        return pd.DataFrame([{**read_job(path), "dir": str(path)}])
-    rows, missing = [], []
-    for d in sorted(p for p in path.iterdir() if p.is_dir() and p.name.isdigit()):
-        f = d / "metrics.json"
-        if f.is_file():
-            rows.append({**read_job(d), "job": int(d.name), "dir": str(d)})
-        else:
-            missing.append(d.name)
+        return [path]
+    subs = sorted((p for p in path.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name))
+    missing = [p.name for p in subs if not (p / "metrics.json").is_file()]
     if missing:
-        print(f"{path}: {len(missing)} job(s) without metrics.json: {', '.join(missing)}")
+        print(f"{path}: {len(missing)} job(s) without metrics.json left out: {', '.join(missing)}")
+    return [p for p in subs if (p / "metrics.json").is_file()]
+
+
+def probe_runs(path: Path) -> pd.DataFrame:
+    """One row per probe job: its settings (from ``run_meta.json``) and, per metric of ``probe_scores``, the
+    mean over seeds (``m``), the seeds' sd (``m_sd``), their t interval (``m_tlo``, ``m_thi``) and the bootstrap
+    interval over eval sentences (``m_lo``, ``m_hi``)."""
+    rows = []
+    for d in job_dirs(path):
+        cfg = json.loads((d / "run_meta.json").read_text())["config"]
+        p, m = cfg["probe"], json.loads((d / "metrics.json").read_text())
+        row = {"dir": str(d), "random_init": bool(cfg["model"]["random_init"]), "kind": p["kind"],
+               "features": p["features"], "layer": p["layer"], "head": p["head"], "offset": p["word_offset"],
+               "eval_split": p["eval_split"], "max_train_sentences": p["max_train_sentences"],
+               "seeds": len(m["seeds"]["seeds"]), "seed_values": m["seeds"]["values"]}
+        for _, s in read_table(d, "probe_scores").iterrows():
+            k = s["metric"]
+            row.update({k: s["value"], f"{k}_sd": s["sd"], f"{k}_tlo": s["ci_low"], f"{k}_thi": s["ci_high"],
+                        f"{k}_lo": s["sentences_ci_low"], f"{k}_hi": s["sentences_ci_high"]})
+        rows.append(row)
     return pd.DataFrame(rows)
 
 
-def gather(paths: list[Path]) -> pd.DataFrame:
-    return pd.concat([runs(p) for p in paths], ignore_index=True)
-
-
-def layer_table(hidden: pd.DataFrame) -> pd.DataFrame:
-    """Per model and layer: UUAS, DSpr (distance jobs), root accuracy, NSpr (depth jobs), epochs and seconds."""
-    out = []
-    for (model, layer), g in hidden.groupby(["model", "layer"]):
-        row = {"model": model, "layer": int(layer)}
-        for _, r in g.iterrows():
-            for k in STRUCTURAL:
-                if k in r and pd.notna(r[k]):
-                    row[k] = float(r[k])
-            row[f"{r['probe']}_epochs"] = int(r["epochs"])
-            row[f"{r['probe']}_s"] = float(r["probe_seconds"])
-        out.append(row)
-    return pd.DataFrame(out).sort_values(["model", "layer"]).reset_index(drop=True)
-
-
-def linear_uuas(data_dir: Path, split: str = "test") -> float:
-    """UUAS of the linear-structure baseline (each non-punctuation word joined to the next one: the spanning tree
-    of the distances |i - j|), punctuation left out as for the probes."""
-    data = DataConfig(name="ud_ewt", kind=DataKind.ud_ewt, dir=str(data_dir))
-    found = total = 0
-    for s in load_corpus_cached(data, split, "results/cache").sentences:
-        heads, keep = np.asarray(s.heads), np.array([u != "PUNCT" for u in s.upos])
-        n = len(heads)
-        pred = mst_edges(np.abs(np.arange(n)[:, None] - np.arange(n)[None, :]).astype(float), keep)
-        gold = gold_edges(heads, keep)
-        found += int(np.isin(pred[:, 0] * n + pred[:, 1], gold[:, 0] * n + gold[:, 1]).sum())
-        total += len(gold)
-    return found / total
-
-
-def control_pairs_seen(data_dir: Path, n_arcs: int | None, seed: int = 0) -> pd.DataFrame:
-    """Per block of the relation probe's online code on ``n_arcs`` training arcs (the probe's own subsample and
-    order, ``probe`` defaults): the share of arcs whose (dependent type, head type) pair -- the key of the control
-    label -- occurs in the arcs before the block, and the entropy (bits) of the training labels."""
-    pcfg = ProbeConfig()
-    corpus = load_corpus_cached(DataConfig(name="ud_ewt", kind=DataKind.ud_ewt, dir=str(data_dir)), "train",
-                                "results/cache")
-    arcs = gold_arcs(corpus_words(corpus, range(len(corpus)), pcfg.label_set == "base", tuple(pcfg.punct_upos)),
-                     pcfg.exclude_punct)
-    if n_arcs is not None and n_arcs < len(arcs):
-        arcs = arcs.take(np.sort(np.random.default_rng(seed).choice(len(arcs), size=n_arcs, replace=False)))
-    order = np.random.default_rng(seed).permutation(len(arcs))
-    keys, first = pd.factorize(pd.Series(arcs.word[order]).astype(str) + "\x1f" + arcs.head_word[order].astype(str))
-    first_seen = pd.Series(np.arange(len(keys))).groupby(keys).transform("min").to_numpy()
-    ends = block_ends(len(arcs))
-    share = [float(np.mean(first_seen[lo:hi] < lo)) for lo, hi in zip(ends[:-1], ends[1:]) if hi > lo]
-    p = pd.Series(arcs.relation).value_counts(normalize=True).to_numpy()
-    return pd.DataFrame({"n_arcs": len(arcs), "train_items": [int(lo) for lo, hi in zip(ends[:-1], ends[1:]) if hi > lo],
-                         "pair_seen_before": share, "label_entropy_bits": float(-(p * np.log2(p)).sum()),
-                         "n_labels": len(p)})
-
-
-def _label(model: str) -> str:
-    return f"{model} (random init)" if "random" in model else model
-
-
-def layers_figure(table: pd.DataFrame, path: Path, linear: float | None, n_sentences: int | None) -> None:
-    fig, axes = plt.subplots(1, 4, figsize=(14, 3.6), dpi=80)
-    for ax, metric in zip(axes, STRUCTURAL):
-        for model, g in table.groupby("model"):
-            if metric in g and g[metric].notna().any():
-                random = "random" in model
-                ax.plot(g.layer, g[metric], marker="s" if random else "o", linestyle="--" if random else "-",
-                        label=_label(model))
-        if metric == "uuas" and linear is not None:
-            ax.axhline(linear, color="grey", linestyle=":", label=f"linear chain ({linear:.3f})")
-        ax.set_title(TITLES[metric], fontsize=10)
-        ax.set_xlabel("layer (0 = embeddings)")
-        ax.set_xticks(range(int(table.layer.max()) + 1))
-        ax.grid(alpha=0.3)
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=4, fontsize=8)
-    train = f"all {n_sentences:,} sentences of EWT train" if n_sentences else "EWT train"
-    fig.suptitle(f"MiniLM on UD EWT test: structural probes per hidden layer (trained on {train}; stopped on dev)",
-                 fontsize=10)
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
-    fig.savefig(path)
-    plt.close(fig)
-
-
-def subsample_table(full: pd.DataFrame, sub: pd.DataFrame) -> pd.DataFrame:
-    """Per model and layer: each metric with all of train, on the subsample, and the difference."""
-    both = full.merge(sub, on=["model", "layer"], suffixes=("_full", "_sub"))
-    out = both[["model", "layer"]].copy()
-    for k in STRUCTURAL:
-        if f"{k}_full" in both and f"{k}_sub" in both:
-            out[f"{k} full"], out[f"{k} sub"] = both[f"{k}_full"], both[f"{k}_sub"]
-            out[f"{k} diff"] = both[f"{k}_full"] - both[f"{k}_sub"]
-    return out
-
-
-def subsample_figure(comp: pd.DataFrame, heads: pd.DataFrame | None, n_sub: int | None, path: Path) -> None:
-    panels = 3 if heads is not None else 2
-    fig, axes = plt.subplots(1, panels, figsize=(4.6 * panels, 3.4), dpi=80)
-    for ax, metric in zip(axes, ("uuas", "root_accuracy")):
-        for model, g in comp.groupby("model"):
-            if f"{metric} full" not in g:
-                continue
-            line = ax.plot(g.layer, g[f"{metric} full"], marker="o", label=f"{_label(model)}, all of train")[0]
-            ax.plot(g.layer, g[f"{metric} sub"], marker="o", linestyle=":", color=line.get_color(), alpha=0.7,
-                    label=f"{_label(model)}, subsample")
-        ax.set_title(TITLES[metric], fontsize=9)
-        ax.set_xlabel("layer (0 = embeddings)")
-        ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=7)
-    if heads is not None:
-        ax = axes[2]
-        ax.scatter(heads.uuas_sub, heads.uuas_full, s=12)
-        lo, hi = heads[["uuas_sub", "uuas_full"]].min().min(), heads[["uuas_sub", "uuas_full"]].max().max()
-        ax.plot([lo, hi], [lo, hi], color="grey", linestyle=":")
-        ax.set_xlabel("UUAS, subsample")
-        ax.set_ylabel("UUAS, all of train")
-        ax.set_title(f"{len(heads)} heads' context vectors (distance probe)", fontsize=9)
-        ax.grid(alpha=0.3)
-    fig.suptitle(f"All of EWT train against a subsample of it ({n_sub:,} words)" if n_sub else
-                 "All of EWT train against a subsample of it", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
 def attention_accuracy(run: Path) -> pd.DataFrame:
-    """Per head: attention accuracy of relation ``all`` (label set as_is) in each direction and their maximum."""
+    """Per head: attention accuracy on relation ``all`` (label set as_is) in each direction, and the better of
+    the two (``attention``)."""
     h = read_table(run, "heads")
     h = h[(h.relation == "all") & (h.label_set == "as_is") & (h.measure == "attention")]
     wide = h.pivot_table(index=["layer", "head"], columns="direction", values="accuracy").reset_index()
-    wide["attention_max"] = wide[["dep_to_head", "head_to_dep"]].max(axis=1)
-    return wide
+    wide["attention"] = wide[["dep_to_head", "head_to_dep"]].max(axis=1)
+    wide.columns.name = None
+    return wide.astype({"layer": int, "head": int})
 
 
-def heads_figure(grid: pd.DataFrame, rho: dict, path: Path) -> None:
-    uuas = grid.pivot(index="layer", columns="head", values="uuas").to_numpy()
-    acc = grid.pivot(index="layer", columns="head", values="attention_max").to_numpy()
-    fig, axes = plt.subplots(1, 3, figsize=(15, 3.4), dpi=80)
-    for ax, m, title, cmap in ((axes[0], uuas, "UUAS of a distance probe on the head's context vectors", "magma"),
-                               (axes[1], acc, "attention accuracy (relation all, better direction)", "viridis")):
-        im = ax.imshow(m, cmap=cmap, aspect="auto")
+# ------------------------------------------------------------------------------------------------- baselines
+
+def linear_baselines(data_dir: Path, cache: str, n_resamples: int = 1000, seed: int = SEED) -> dict:
+    """UUAS and DSpr of the linear chain (each word's predicted distance to another is |i - j|: the spanning
+    tree joins each non-punctuation word to the next) on EWT test, punctuation as for the probes, with the
+    percentile interval over the same kind of sentence resamples as the probes'."""
+    data = DataConfig(name="ud_ewt", kind=DataKind.ud_ewt, dir=str(data_dir))
+    sents = load_corpus_cached(data, "test", cache).sentences
+    pred = [np.abs(np.arange(len(s.heads))[:, None] - np.arange(len(s.heads))[None, :]).astype(float)
+            for s in sents]
+    punct = [np.array([u == "PUNCT" for u in s.upos]) for s in sents]
+    terms = {"uuas": uuas_terms(pred, [s.heads for s in sents], punct),
+             "dspr": dspr_terms(pred, [tree_distances(s.heads) for s in sents])}
+    weights = resample_counts(len(sents), n_resamples, seed).astype(np.float64)
+    out = {}
+    for k, t in terms.items():
+        lo, hi = percentile_interval(ratio_of_groups(t, weights), 0.95)
+        out[k] = (float(ratio_of_groups(t)), float(lo), float(hi))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ statistics
+
+def rho_interval(x: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None, n: int = HEAD_RESAMPLES,
+                 seed: int = SEED) -> tuple[float, float, float]:
+    """Spearman's rho of x and y with the 95% percentile interval over ``n`` resamples of the heads (with
+    replacement). With ``groups`` (a head's layer): the mean of the within-group rhos, heads resampled within
+    their group."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    rng = np.random.default_rng(seed)
+
+    def stat(idx: np.ndarray) -> float:
+        if groups is None:
+            return spearman(x[idx], y[idx])
+        return float(np.nanmean([spearman(x[idx[groups[idx] == g]], y[idx[groups[idx] == g]])
+                                 for g in np.unique(groups)]))
+
+    every = np.arange(len(x))
+    if groups is None:
+        draws = [rng.integers(0, len(x), len(x)) for _ in range(n)]
+    else:
+        members = [np.flatnonzero(groups == g) for g in np.unique(groups)]
+        draws = [np.concatenate([rng.choice(m, len(m)) for m in members]) for _ in range(n)]
+    boot = np.array([stat(d) for d in draws])
+    lo, hi = np.nanpercentile(boot, [2.5, 97.5])
+    return stat(every), float(lo), float(hi)
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rho (Pearson of mean ranks); NaN when either side is constant."""
+    rx, ry = rankdata(x), rankdata(y)
+    rx, ry = rx - rx.mean(), ry - ry.mean()
+    den = np.sqrt((rx ** 2).sum() * (ry ** 2).sum())
+    return float((rx * ry).sum() / den) if den > 0 else float("nan")
+
+
+# ------------------------------------------------------------------------------------------------ formatting
+
+def ci(v: float, lo: float, hi: float, digits: int = 3) -> str:
+    return f"{v:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def cell(r: pd.Series | dict, k: str, digits: int = 3) -> str:
+    if k not in r or pd.isna(r[k]):
+        return ""
+    return ci(r[k], r[f"{k}_lo"], r[f"{k}_hi"], digits)
+
+
+def markdown(df: pd.DataFrame) -> str:
+    def fmt(v) -> str:
+        if isinstance(v, (float, np.floating)):
+            return "" if np.isnan(v) else f"{v:.3f}"
+        return str(v)
+    lines = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
+    return "\n".join(lines + ["| " + " | ".join(fmt(v) for v in row) + " |" for row in df.itertuples(index=False)])
+
+
+def model_name(random_init: bool) -> str:
+    return "random init" if random_init else "trained"
+
+
+def subsample_note(df: pd.DataFrame) -> str:
+    n = sorted({int(v) if pd.notna(v) else 0 for v in df.max_train_sentences})
+    seeds = sorted(set(df.seeds))
+    sizes = " / ".join("all 12,544" if v == 0 else f"{v:,}" for v in n)
+    words = f" (about {df.n_train.mean():,.0f} words)" if "n_train" in df and len(n) == 1 else ""
+    return (f"probes trained on {sizes} EWT train sentences{words}, a seeded subsample per seed, "
+            f"{'/'.join(map(str, seeds))} seeds, stopped on EWT dev")
+
+
+# ----------------------------------------------------------------------------------------------------- layers
+
+def layer_table(layers: pd.DataFrame) -> pd.DataFrame:
+    """One row per model and layer with every structural score (distance and depth jobs merged)."""
+    rows = []
+    for (ri, layer), g in layers.groupby(["random_init", "layer"]):
+        row = {"random_init": ri, "layer": int(layer)}
+        for _, r in g.iterrows():
+            for k in STRUCTURAL:
+                if k in r and pd.notna(r[k]):
+                    row.update({c: r[c] for c in (k, f"{k}_sd", f"{k}_lo", f"{k}_hi")})
+        rows.append(row)
+    return pd.DataFrame(rows).sort_values(["random_init", "layer"]).reset_index(drop=True)
+
+
+def layers_section(layers: pd.DataFrame, dev: pd.DataFrame | None, full: pd.DataFrame | None,
+                   linear: dict | None, out: Path) -> tuple[list[str], dict]:
+    t = layer_table(layers)
+    note = subsample_note(layers)
+    md = [f"## Per hidden layer (EWT test; {note})\n",
+          "Each cell: mean of the seeds [95% bootstrap interval over the 2,077 test sentences]; sd: across seeds. "
+          "Layer 0 is the embedding layer's output.\n"]
+    show = pd.DataFrame({"model": [model_name(r) for r in t.random_init], "layer": t.layer,
+                         **{NAMES[k]: [cell(r, k) for _, r in t.iterrows()] for k in STRUCTURAL},
+                         **{f"{NAMES[k]} sd": t[f"{k}_sd"] for k in ("uuas", "root_accuracy") if f"{k}_sd" in t}})
+    md.append(markdown(show) + "\n")
+    if linear:
+        md.append("Linear chain on EWT test (predicted distance |i - j|: each non-punctuation word joined to the "
+                  f"next): UUAS {ci(*linear['uuas'])}, DSpr {ci(*linear['dspr'])}.\n")
+    chosen = {}
+    if dev is not None and len(dev):
+        rows = []
+        dt = layer_table(dev[~dev.random_init])
+        for kind, k in OBJECTIVE.items():
+            if k not in dt or dt[k].isna().all():
+                continue
+            best = dt.loc[dt[k].idxmax()]
+            layer = int(best.layer)
+            chosen[kind] = layer
+            test = t[(~t.random_init) & (t.layer == layer)].iloc[0]
+            rand = t[(t.random_init) & (t.layer == layer)].iloc[0]
+            second = t[~t.random_init].sort_values(k, ascending=False)
+            rows.append({"score": NAMES[k], "layer chosen on dev": layer, "dev (in-sample)": cell(best, k),
+                         "test (held out)": cell(test, k), "random init, same layer": cell(rand, k),
+                         "test minus random init": f"{test[k] - rand[k]:+.3f}",
+                         "best layer on test": int(second.iloc[0].layer)})
+        devshow = pd.DataFrame({"layer": dt.layer, **{f"dev {NAMES[k]}": [cell(r, k) for _, r in dt.iterrows()]
+                                                      for k in STRUCTURAL if k in dt}})
+        md += ["### The best layer, chosen on EWT dev, scored on EWT test\n",
+               "The layer with the highest dev score (over the 7 layers) is scored once on test; the in-sample "
+               "dev maximum is shown beside it.\n", markdown(pd.DataFrame(rows)) + "\n",
+               "The trained model's probes scored on EWT dev (the same fits; 2,001 sentences):\n",
+               markdown(devshow) + "\n"]
+    if full is not None and len(full):
+        rows = []
+        for _, r in full.sort_values(["random_init", "kind"], ascending=[True, False]).iterrows():
+            sub = layers[(layers.random_init == r["random_init"]) & (layers.kind == r["kind"])
+                         & (layers.layer == r["layer"])].iloc[0]
+            for k in STRUCTURAL:
+                if k in r and pd.notna(r[k]):
+                    rows.append({"model": model_name(r["random_init"]), "layer": int(r["layer"]), "score": NAMES[k],
+                                 f"{int(sub.max_train_sentences):,}-sentence subsamples": cell(sub, k),
+                                 "all of EWT train": cell(r, k), "difference": f"{r[k] - sub[k]:+.3f}",
+                                 "training words (all)": f"{r['n_train']:,.0f}"})
+        md += ["### What the subsample costs (layer 3 trained on all 12,544 EWT train sentences, 3 seeds that "
+               "differ only in the probe's initial weights and batch order)\n", markdown(pd.DataFrame(rows)) + "\n"]
+    layers_figure(t, linear, note, out / "layers.png")
+    return md, chosen
+
+
+def layers_figure(t: pd.DataFrame, linear: dict | None, note: str, path: Path) -> None:
+    fig, axes = plt.subplots(1, 4, figsize=(15, 3.8), dpi=80)
+    for ax, k in zip(axes, STRUCTURAL):
+        for ri, g in t.groupby("random_init"):
+            if k not in g or g[k].isna().all():
+                continue
+            ax.errorbar(g.layer, g[k], yerr=[g[k] - g[f"{k}_lo"], g[f"{k}_hi"] - g[k]], capsize=3,
+                        marker="s" if ri else "o", linestyle="--" if ri else "-", label=f"MiniLM, {model_name(ri)}")
+        if linear and k in linear:
+            ax.axhline(linear[k][0], color="grey", linestyle=":", label="linear chain")
+        ax.set_title(f"{NAMES[k]} ({'distance' if k in ('uuas', 'dspr') else 'depth'} probe)", fontsize=10)
+        ax.set_xlabel("hidden layer (0 = embeddings)")
+        ax.set_xticks(range(7))
+        ax.grid(alpha=0.3)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=9)
+    fig.suptitle(f"Structural probes per layer, UD EWT test ({note}); bars: 95% intervals over test sentences",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------------ heads
+
+def grid(df: pd.DataFrame, value: str = "uuas") -> pd.DataFrame:
+    return df.pivot(index="layer", columns="head", values=value).sort_index().sort_index(axis=1)
+
+
+def heads_section(heads: pd.DataFrame, dev: pd.DataFrame | None, offset: pd.DataFrame | None,
+                  random: pd.DataFrame | None, attn: pd.DataFrame | None, attn_random: pd.DataFrame | None,
+                  linear: dict | None, out: Path) -> list[str]:
+    note = subsample_note(heads)
+    keys = ["layer", "head"]
+    h = heads[["layer", "head", "uuas", "uuas_lo", "uuas_hi", "uuas_sd", "dspr"]].astype({"layer": int, "head": int})
+    md = [f"## Heads: a distance probe on each head's 32-d context vectors (EWT test; {note})\n",
+          "Head (L, h) writes into hidden layer L + 1. Each UUAS: mean of the seeds [95% bootstrap interval over "
+          "test sentences].\n"]
+    if offset is not None and len(offset):
+        o = offset.astype({"layer": int, "head": int})
+        for off in (-1, 1):
+            s = o[o.offset == off][keys + ["uuas", "uuas_lo", "uuas_hi"]]
+            h = h.merge(s.rename(columns={c: f"{c}_{'m' if off < 0 else 'p'}1" for c in ("uuas", "uuas_lo", "uuas_hi")}),
+                        on=keys, how="left")
+        m1 = (h.uuas_m1 >= h.uuas_p1) | h.uuas_p1.isna()
+        h["control"] = np.where(m1, h.uuas_m1, h.uuas_p1)
+        h["control_lo"] = np.where(m1, h.uuas_lo_m1, h.uuas_lo_p1)
+        h["control_hi"] = np.where(m1, h.uuas_hi_m1, h.uuas_hi_p1)
+        h["control_offset"] = np.where(m1, -1, 1)
+        h["margin"] = h.uuas - h.control
+    if random is not None and len(random):
+        r = random.astype({"layer": int, "head": int})[keys + ["uuas", "uuas_lo", "uuas_hi"]]
+        h = h.merge(r.rename(columns={"uuas": "random", "uuas_lo": "random_lo", "uuas_hi": "random_hi"}),
+                    on=keys, how="left")
+    if attn is not None:
+        h = h.merge(attn[keys + ["attention"]], on=keys, how="left")
+    if attn_random is not None and "random" in h:
+        h = h.merge(attn_random[keys + ["attention"]].rename(columns={"attention": "attention_random"}),
+                    on=keys, how="left")
+
+    # summary of the grids
+    rows = [{"grid": "trained heads", "median UUAS": h.uuas.median(), "max UUAS": h.uuas.max(),
+             "heads above the linear chain": int((h.uuas_lo > linear["uuas"][2]).sum()) if linear else ""}]
+    if "control" in h:
+        rows.append({"grid": "positional control (better of offsets -1, +1)", "median UUAS": h.control.median(),
+                     "max UUAS": h.control.max(),
+                     "heads above the linear chain": int((h.control_lo > linear["uuas"][2]).sum()) if linear else ""})
+    if "random" in h:
+        rows.append({"grid": "random-init heads", "median UUAS": h.random.median(), "max UUAS": h.random.max(),
+                     "heads above the linear chain": int((h.random_lo > linear["uuas"][2]).sum()) if linear else ""})
+    md += ["### The grids at a glance\n",
+           "Heads above the linear chain: the head's interval lies wholly above the chain's"
+           + (f" ({ci(*linear['uuas'])})." if linear else ".") + "\n", markdown(pd.DataFrame(rows)) + "\n"]
+    if "control" in h:
+        beat = h.uuas_lo > h.control_hi
+        below = h.uuas_hi < h.control_lo
+        md.append(f"Against its own positional control (the same head's vectors read one word to the left or right, "
+                  f"the better of the two): {int(beat.sum())} of {len(h)} heads have their interval wholly above the "
+                  f"control's, {int(below.sum())} wholly below; median margin {h.margin.median():+.3f} (min "
+                  f"{h.margin.min():+.3f}, max {h.margin.max():+.3f}). The control's better offset is -1 for "
+                  f"{int((h.control_offset == -1).sum())} heads, +1 for {int((h.control_offset == 1).sum())}.\n")
+    if "random" in h:
+        md.append(f"Trained minus random-init, same head: median {np.median(h.uuas - h.random):+.3f}; "
+                  f"{int((h.uuas_lo > h.random_hi).sum())} of {len(h)} trained heads have their interval wholly "
+                  f"above their random-init twin's.\n")
+
+    # the best head, chosen on dev
+    if dev is not None and len(dev):
+        d = dev.astype({"layer": int, "head": int})
+        best = d.loc[d.uuas.idxmax()]
+        hb = h[(h.layer == best.layer) & (h["head"] == best["head"])].iloc[0]
+        second = h.sort_values("uuas", ascending=False).iloc[0]
+        row = {"head chosen on dev": f"L{int(best.layer)}H{int(best['head'])}", "dev UUAS (in-sample)": cell(best, "uuas"),
+               "test UUAS (held out)": cell(hb, "uuas")}
+        if "control" in h:
+            row["its positional control (test)"] = ci(hb.control, hb.control_lo, hb.control_hi)
+        if "random" in h:
+            row["its random-init twin (test)"] = ci(hb.random, hb.random_lo, hb.random_hi)
+        row["best head on test"] = f"L{int(second.layer)}H{int(second['head'])} ({second.uuas:.3f})"
+        md += ["### The best head, chosen on EWT dev (72 candidates), scored on EWT test\n",
+               markdown(pd.DataFrame([row])) + "\n"]
+
+    # top heads
+    cols = ["layer", "head", "uuas", "uuas_lo", "uuas_hi"] + [c for c in ("control", "control_offset", "random",
+                                                                         "attention") if c in h]
+    top = h.sort_values("uuas", ascending=False).head(10)[cols].copy()
+    top["UUAS"] = [ci(r.uuas, r.uuas_lo, r.uuas_hi) for r in top.itertuples()]
+    top = top.drop(columns=["uuas", "uuas_lo", "uuas_hi"]).rename(columns={
+        "control": "positional control", "control_offset": "control offset", "random": "random init",
+        "attention": "attention accuracy"})
+    top = top[["layer", "head", "UUAS"] + [c for c in top.columns if c not in ("layer", "head", "UUAS")]]
+    md += ["### Top 10 heads by test UUAS (an in-sample ranking)\n", markdown(top) + "\n"]
+
+    # the correlations with attention accuracy
+    rho_rows = []
+    if "attention" in h:
+        pairs = [("trained heads: UUAS", h.uuas, h.attention)]
+        if "control" in h:
+            pairs += [("positional control: UUAS of the neighbour's vectors", h.control, h.attention),
+                      ("trained heads: UUAS minus positional control", h.margin, h.attention)]
+        if "attention_random" in h:
+            pairs.append(("random-init heads: UUAS (against their own attention accuracy)", h.random,
+                          h.attention_random))
+        for name, x, y in pairs:
+            ok = (x.notna() & y.notna()).to_numpy()
+            x, y, layer = x.to_numpy()[ok], y.to_numpy()[ok], h.layer.to_numpy()[ok]
+            r, lo, hi = rho_interval(x, y)
+            rw, lw, hw = rho_interval(x, y, groups=layer)
+            rho_rows.append({"UUAS grid (x) against attention accuracy (y)": name, "heads": len(x),
+                             "Spearman rho [95% CI]": ci(r, lo, hi, 2),
+                             "mean within-layer rho [95% CI]": ci(rw, lw, hw, 2)})
+        md += ["### Do heads that attend along arcs also write the tree?\n",
+               "Attention accuracy: how often a word's most-attended word is its gold head (or dependent), "
+               "relation `all`, the better of the two directions, EWT test (`task=heads`). Intervals: 95% "
+               f"percentile over {HEAD_RESAMPLES:,} resamples of the 72 heads (with replacement; within each "
+               "layer for the within-layer mean of the six 12-head rhos); the eval sentences are not resampled.\n",
+               markdown(pd.DataFrame(rho_rows)) + "\n"]
+
+    # the full grids
+    md.append("### The grids (rows: layer, columns: head)\n")
+    grids = [("UUAS, trained heads", "uuas"), ("positional control (better of offsets -1, +1)", "control"),
+             ("UUAS, random-init heads", "random"), ("attention accuracy, trained", "attention"),
+             ("attention accuracy, random init", "attention_random")]
+    for title, col in grids:
+        if col in h:
+            g = grid(h, col).reset_index()
+            g.columns = ["layer"] + [f"H{c}" for c in g.columns[1:]]
+            md += [f"{title}:\n", markdown(g) + "\n"]
+    heads_figure(h, rho_rows, note, out / "heads.png")
+    return md
+
+
+def heads_figure(h: pd.DataFrame, rho_rows: list[dict], note: str, path: Path) -> None:
+    maps = [(c, t) for c, t in (("uuas", "UUAS: trained heads' context vectors"),
+                                ("control", "positional control: the neighbour's vectors"),
+                                ("random", "UUAS: random-init heads"),
+                                ("attention", "attention accuracy (trained)")) if c in h]
+    fig, axes = plt.subplots(2, 4, figsize=(18, 7.4), dpi=80)
+    vmax = max(h[c].max() for c, _ in maps if c != "attention")
+    vmin = min(h[c].min() for c, _ in maps if c != "attention")
+    for ax, (c, title) in zip(axes[0], maps):
+        m = grid(h, c).to_numpy()
+        im = ax.imshow(m, cmap="viridis" if c == "attention" else "magma", aspect="auto",
+                       **({} if c == "attention" else {"vmin": vmin, "vmax": vmax}))
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("head")
         ax.set_ylabel("layer")
         ax.set_xticks(range(m.shape[1]))
         ax.set_yticks(range(m.shape[0]))
         fig.colorbar(im, ax=ax)
-    axes[2].scatter(grid.attention_max, grid.uuas, s=14)
-    for _, r in grid.nlargest(4, "uuas").iterrows():
-        axes[2].annotate(f"L{int(r.layer)}H{int(r['head'])}", (r.attention_max, r.uuas), fontsize=7)
-    axes[2].set_xlabel("attention accuracy (better direction)")
-    axes[2].set_ylabel("UUAS from context vectors")
-    axes[2].set_title(f"{len(grid)} heads: Spearman rho = {rho['attention_max'][0]:.2f} (p = {rho['attention_max'][1]:.2g})",
-                      fontsize=9)
-    axes[2].grid(alpha=0.3)
-    fig.suptitle("MiniLM heads on UD EWT test (probes trained on all of EWT train)", fontsize=10)
-    fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
-
-
-def mdl_figure(mdl: pd.DataFrame, path: Path, block_layer: int = 3) -> None:
-    """Bits per arc and compression per layer, one pair of curves (task, control) per training-set size, and
-    the bits per arc of each block of layer ``block_layer``'s online code against the arcs before it."""
-    fig, axes = plt.subplots(1, 3, figsize=(15, 3.6), dpi=80)
-    for n, g in mdl.groupby("n_train"):
-        g = g.sort_values("layer")
-        line = axes[0].plot(g.layer, g.codelength_bits / n, marker="o", label=f"relation labels, {n:,} arcs")[0]
-        c = line.get_color()
-        axes[0].plot(g.layer, g.control_codelength_bits / n, marker="s", linestyle="--", color=c,
-                     label=f"control task, {n:,} arcs")
-        axes[1].plot(g.layer, g.compression, marker="o", color=c)
-        axes[1].plot(g.layer, g.control_compression, marker="s", linestyle="--", color=c)
-        one = g[g.layer == block_layer]
-        if len(one):
-            b = read_table(Path(one.dir.iloc[0]), "mdl_blocks")
-            b = b[b.train_items > 0]
-            for labels, style in (("task", "-"), ("control", "--")):
-                bb = b[b["labels"] == labels]
-                axes[2].plot(bb.train_items, bb.bits / (bb.end - bb.start), marker=".", linestyle=style, color=c)
-    k = mdl.uniform_codelength_bits.iloc[0] / mdl.n_train.iloc[0]
-    for ax in (axes[0], axes[2]):
-        ax.axhline(k, color="grey", linestyle=":", label="uniform code (log2 K)" if ax is axes[0] else None)
-    axes[0].set_ylabel("online codelength per arc (bits)")
-    axes[1].axhline(1.0, color="grey", linestyle=":")
-    axes[1].set_ylabel("compression (uniform / online)")
-    for ax in axes[:2]:
-        ax.set_xlabel("layer (0 = embeddings)")
-        ax.set_xticks(range(int(mdl.layer.max()) + 1))
-    axes[2].set_xscale("log")
-    axes[2].set_xlabel(f"arcs before the block (layer {block_layer})")
-    axes[2].set_ylabel("bits per arc of the block")
-    for ax in axes:
+    for ax in axes[0][len(maps):]:
+        ax.axis("off")
+    scat = [("uuas", "attention", "trained heads"), ("control", "attention", "positional control"),
+            ("margin", "attention", "UUAS minus positional control"),
+            ("random", "attention_random", "random-init heads")]
+    scat = [s for s in scat if s[0] in h and s[1] in h]
+    for ax, (x, y, title), row in zip(axes[1], scat, rho_rows):
+        ax.scatter(h[y], h[x], s=14)
+        ax.set_xlabel("attention accuracy" + (" (random init)" if y == "attention_random" else ""))
+        ax.set_ylabel("UUAS" if x != "margin" else "UUAS - control")
+        ax.set_title(f"{title}: rho = {row['Spearman rho [95% CI]']}", fontsize=9)
         ax.grid(alpha=0.3)
-    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=5, fontsize=7)
-    fig.suptitle("MDL (online code) of the relation probe on [x_i; x_j; x_i*x_j] per layer, and of its control task "
-                 "(solid: relation labels, dashed: control)", fontsize=10)
-    fig.tight_layout(rect=(0, 0.1, 1, 1))
+    for ax in axes[1][len(scat):]:
+        ax.axis("off")
+    fig.suptitle(f"MiniLM's 72 heads on UD EWT test ({note})", fontsize=10)
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
     fig.savefig(path)
     plt.close(fig)
 
 
-def markdown(df: pd.DataFrame) -> str:
-    """A markdown table: floats under 1 to 4 decimals, under 100 to 2, others to 1."""
-    def cell(v) -> str:
-        if isinstance(v, (float, np.floating)):
-            return "" if np.isnan(v) else f"{v:.{4 if abs(v) < 1 else 2 if abs(v) < 100 else 1}f}"
-        return str(v)
-    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-    return "\n".join(lines + ["| " + " | ".join(cell(v) for v in row) + " |"
-                              for row in df.itertuples(index=False)]) + "\n"
+# ------------------------------------------------------------------------------------------------------- MDL
 
-
-def heads_section(heads: pd.DataFrame, attention: Path | None, out: Path) -> list[str]:
-    md = [f"## Heads: {len(heads)} jobs, probe seconds {heads.probe_seconds.sum():.0f} in all "
-          f"(median {heads.probe_seconds.median():.1f}), {int(heads.n_train.iloc[0]):,} training words\n"]
-    if attention is None:
-        return md
-    grid = heads.merge(attention_accuracy(attention), on=["layer", "head"])
-    rho = {k: tuple(spearmanr(grid[k], grid.uuas)) for k in ("dep_to_head", "head_to_dep", "attention_max")}
-    heads_figure(grid, rho, out / "heads.png")
-    md.append(markdown(pd.DataFrame([{"attention accuracy": k, "n heads": len(grid), "spearman rho": r, "p": p}
-                                     for k, (r, p) in rho.items()])))
-    # layers differ in both (early layers attend and write more syntax): rho within each layer too
-    within = [{"layer": int(lay), "spearman rho (better direction)": spearmanr(g.attention_max, g.uuas)[0],
-               "mean uuas": g.uuas.mean(), "mean attention accuracy": g.attention_max.mean()}
-              for lay, g in grid.groupby("layer")]
-    md += ["Within each layer (12 heads):\n", markdown(pd.DataFrame(within))]
-    top = grid.sort_values("uuas", ascending=False).head(8)
-    md += ["Top heads by UUAS from context vectors:\n",
-           markdown(top[["layer", "head", "uuas", "dspr", "dep_to_head", "head_to_dep"]])]
-    best = grid.loc[grid.attention_max.idxmax()]
-    md.append(f"Best attending head: L{int(best.layer)}H{int(best['head'])} (attention accuracy "
-              f"{best.attention_max:.4f}, UUAS from its context vectors {best.uuas:.4f}, rank "
-              f"{int((grid.uuas > best.uuas).sum()) + 1} of {len(grid)})\n")
+def mdl_section(mdl: pd.DataFrame, out: Path) -> list[str]:
+    rows, per = [], []
+    for _, r in mdl.sort_values("layer").iterrows():
+        v = r.seed_values
+        n = np.asarray(v["n_train"])
+        k_task = np.round(2.0 ** (np.asarray(v["uniform_codelength_bits"]) / n))  # the uniform code is n log2 K
+        k_ctl = np.round(2.0 ** (np.asarray(v["control_uniform_codelength_bits"]) / n))
+        t = {"layer": int(r.layer), "arcs": n.mean(), "K task": k_task, "K control": k_ctl}
+        for key in ("codelength_bits", "control_codelength_bits", "uniform_codelength_bits", "compression",
+                    "control_compression", "codelength_ratio", "accuracy", "control_accuracy", "selectivity",
+                    "majority_accuracy", "control_majority_accuracy"):
+            t[key] = (r[key], r[f"{key}_tlo"], r[f"{key}_thi"])
+        per.append({"layer": int(r.layer), "task_bits_per_arc": np.asarray(v["codelength_bits"]) / n,
+                    "control_bits_per_arc": np.asarray(v["control_codelength_bits"]) / n,
+                    "uniform_bits_per_arc": np.log2(k_task), "control_uniform_bits_per_arc": np.log2(k_ctl),
+                    "compression": np.asarray(v["compression"]),
+                    "control_compression": np.asarray(v["control_compression"]), "dir": r.dir})
+        rows.append(t)
+    kb = lambda x: ci(x[0] / KBIT, x[1] / KBIT, x[2] / KBIT, 1)  # noqa: E731
+    c2 = lambda x: ci(*x, 2)  # noqa: E731
+    show = pd.DataFrame([{
+        "layer": t["layer"], "arcs": f"{t['arcs']:,.0f}",
+        "K (task / control)": f"{int(t['K task'].min())}-{int(t['K task'].max())} / "
+                              f"{int(t['K control'].min())}-{int(t['K control'].max())}",
+        "uniform kbits": f"{t['uniform_codelength_bits'][0] / KBIT:.1f}",
+        "task kbits": kb(t["codelength_bits"]), "task compression": c2(t["compression"]),
+        "control kbits": kb(t["control_codelength_bits"]), "control compression": c2(t["control_compression"]),
+        "control / task codelength": c2(t["codelength_ratio"]),
+    } for t in rows])
+    acc = pd.DataFrame([{
+        "layer": t["layer"], "accuracy": ci(*t["accuracy"]), "majority label": ci(*t["majority_accuracy"]),
+        "control accuracy": ci(*t["control_accuracy"]), "control majority": ci(*t["control_majority_accuracy"]),
+        "selectivity": ci(*t["selectivity"]),
+    } for t in rows])
+    ks = np.concatenate([t["K task"] for t in rows])
+    kc = np.concatenate([t["K control"] for t in rows])
+    n_sent = sorted({int(v) for v in mdl.max_train_sentences if pd.notna(v)})
+    md = [f"## MDL: online codelength of the dependency labels per layer ({'/'.join(f'{v:,}' for v in n_sent)} "
+          f"EWT train sentences a seed, non-punctuation arcs; {int(mdl.seeds.iloc[0])} seeds)\n",
+          f"kbits of {KBIT} bits (Voita and Titov's convention). The uniform code spends log2 K bits an arc for K "
+          f"labels: K = {int(ks.min())}-{int(ks.max())} relations in the seeds' training arcs, log2 K = "
+          f"{np.log2(ks.min()):.2f}-{np.log2(ks.max()):.2f} bits (control labels: K = {int(kc.min())}-"
+          f"{int(kc.max())}, {np.log2(kc.min()):.2f}-{np.log2(kc.max()):.2f} bits; each code's compression is "
+          "against its own uniform code). Cells: mean of the seeds [95% t interval across seeds].\n",
+          markdown(show) + "\n",
+          "The probe trained on all of a seed's arcs, scored on the EWT test arcs (accuracy), beside the majority "
+          "label of the training arcs and its control task (Hewitt and Liang: each dependent word type gets one "
+          "label drawn from the training label distribution):\n", markdown(acc) + "\n"]
+    per = pd.DataFrame(per)
+    best = int(per.loc[per.compression.map(np.mean).idxmax(), "layer"])
+    b = read_table(Path(per[per.layer == best].dir.iloc[0]), "mdl_blocks")
+    blocks = b.pivot_table(index=["block", "start", "end", "train_items"], columns="labels", values="bits")
+    blocks = blocks.reset_index()
+    blocks["arcs in block"] = blocks.end - blocks.start
+    blocks["task bits per arc"] = blocks.task / blocks["arcs in block"]
+    blocks["control bits per arc"] = blocks.control / blocks["arcs in block"]
+    md += [f"Bits per arc of each block of the online code at layer {best} (the layer with the highest task "
+           "compression), first seed; block 0 is sent with the uniform code:\n",
+           markdown(blocks[["block", "train_items", "arcs in block", "task bits per arc", "control bits per arc"]]
+                    .rename(columns={"train_items": "arcs before the block"})) + "\n"]
+    mdl_figure(per, out / "mdl.png", n_sent)
     return md
 
 
+def mdl_figure(per: pd.DataFrame, path: Path, n_sent: list[int]) -> None:
+    fig, axes = plt.subplots(1, 3, figsize=(15, 3.8), dpi=80)
+
+    def band(ax, x, vals, **kw):
+        m = np.array([v.mean() for v in vals])
+        lo, hi = np.array([v.min() for v in vals]), np.array([v.max() for v in vals])
+        line = ax.plot(x, m, **kw)[0]
+        ax.fill_between(x, lo, hi, alpha=0.2, color=line.get_color())
+
+    band(axes[0], per.layer, per.task_bits_per_arc, marker="o", label="relation labels")
+    band(axes[0], per.layer, per.control_bits_per_arc, marker="s", linestyle="--", label="control task")
+    axes[0].plot(per.layer, [v.mean() for v in per.uniform_bits_per_arc], color="grey", linestyle=":",
+                 label="uniform code (log2 K)")
+    axes[0].set_ylabel("online codelength per arc (bits)")
+    band(axes[1], per.layer, per.compression, marker="o")
+    band(axes[1], per.layer, per.control_compression, marker="s", linestyle="--")
+    axes[1].axhline(1.0, color="grey", linestyle=":")
+    axes[1].set_ylabel("compression (uniform / online)")
+    for ax in axes[:2]:
+        ax.set_xlabel("hidden layer (0 = embeddings)")
+        ax.set_xticks(range(7))
+    best = int(per.loc[per.compression.map(np.mean).idxmax(), "layer"])
+    b = read_table(Path(per[per.layer == best].dir.iloc[0]), "mdl_blocks")
+    b = b[b.train_items > 0]
+    for labels, style in (("task", "-"), ("control", "--")):
+        bb = b[b["labels"] == labels]
+        axes[2].plot(bb.train_items, bb.bits / (bb.end - bb.start), marker=".", linestyle=style,
+                     label="relation labels" if labels == "task" else "control task")
+    axes[2].set_xscale("log")
+    axes[2].set_xlabel(f"arcs before the block (layer {best}, first seed)")
+    axes[2].set_ylabel("bits per arc of the block")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=3, fontsize=9)
+    fig.suptitle("MDL (online code) of a relation probe on [x_i; x_j; x_i*x_j] per layer and of its control task "
+                 f"({'/'.join(f'{v:,}' for v in n_sent)} EWT train sentences a seed; bands: range over seeds)",
+                 fontsize=10)
+    fig.tight_layout(rect=(0, 0.08, 1, 0.95))
+    fig.savefig(path)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------------------------- main
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--hidden", type=Path, nargs="+",
-                    help="run or sweep dirs of probe=distance / depth over layers (and model.random_init), all train")
-    ap.add_argument("--hidden-subsample", type=Path, nargs="*", default=[],
-                    help="run or sweep dirs of the same probes on a subsample of EWT train, for subsample.png")
-    ap.add_argument("--heads", type=Path, help="the 72-job sweep of distance probes on head context vectors")
-    ap.add_argument("--heads-subsample", type=Path, help="the same sweep on a subsample of EWT train")
-    ap.add_argument("--mdl", type=Path, nargs="*", default=[],
-                    help="run or sweep dirs of probe=relation probe.mdl=true over layers")
-    ap.add_argument("--attention", type=Path, help="a task=heads run dir on EWT (its heads table)")
+    ap.add_argument("results", type=Path, help="the results dir holding the runs named above")
     ap.add_argument("--data-dir", type=Path, default=Path("../shared/data/ud_english_ewt"),
-                    help="UD EWT, for the linear-structure baseline's UUAS on test")
+                    help="UD EWT, for the linear-chain baselines on test")
+    ap.add_argument("--cache", default="results/cache", help="the corpus cache (extract.cache_dir)")
     ap.add_argument("--out", type=Path, default=HERE)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
-    md, table, heads = [], None, None
-    if args.hidden:
-        hidden = gather(args.hidden)
-        table = layer_table(hidden)
-        sentences = int(hidden.n_train_sentences.max()) if "n_train_sentences" in hidden else None
-        linear = linear_uuas(args.data_dir) if args.data_dir.is_dir() else None
-        layers_figure(table, args.out / "layers.png", linear, sentences)
-        md += [f"## Per hidden layer (EWT test; probes trained on all of EWT train, {int(hidden.n_train.max()):,} "
-               "words)\n", markdown(table),
-               f"Linear-structure baseline (each non-punctuation word joined to the next), EWT test UUAS: {linear}\n"]
-    if args.heads:
-        heads = runs(args.heads)
-        md += heads_section(heads, args.attention, args.out)
-    if table is not None and args.hidden_subsample:
-        sub = gather(args.hidden_subsample)
-        n_sub = int(sub.n_train.iloc[0]) if sub.n_train.nunique() == 1 else None
-        comp = subsample_table(table, layer_table(sub))
-        both = None
-        if heads is not None and args.heads_subsample:
-            both = heads.merge(runs(args.heads_subsample), on=["layer", "head"], suffixes=("_full", "_sub"))
-        subsample_figure(comp, both, n_sub, args.out / "subsample.png")
-        md += [f"## All of EWT train against the {n_sub:,}-word subsample (per hidden layer)\n", markdown(comp)]
-        if both is not None:
-            diff = both.uuas_full - both.uuas_sub
-            md.append(f"Heads ({len(both)}): UUAS all of train minus subsample: median {diff.median():.4f}, "
-                      f"min {diff.min():.4f}, max {diff.max():.4f}; Spearman between the two grids "
-                      f"{spearmanr(both.uuas_full, both.uuas_sub)[0]:.4f}\n")
-    if args.mdl:
-        mdl = gather(args.mdl).sort_values(["n_train", "layer"])
-        mdl_figure(mdl, args.out / "mdl.png")
-        cols = ["layer", "n_train", "accuracy", "control_accuracy", "codelength_bits", "control_codelength_bits",
-                "uniform_codelength_bits", "compression", "control_compression", "codelength_ratio", "probe_seconds"]
-        md += ["## MDL of the relation probe per layer\n", markdown(mdl[[c for c in cols if c in mdl]])]
-        if args.data_dir.is_dir():
-            # the control label is a function of the arc's type pair: how many pairs has a block's code seen?
-            seen = pd.concat([control_pairs_seen(args.data_dir, int(n)) for n in sorted(mdl.n_train.unique())]
-                             + [control_pairs_seen(args.data_dir, None)], ignore_index=True)
-            md += ["Control task: share of a block's arcs whose (dependent, head) type pair occurs before the block "
-                   "(last five blocks), and the entropy of the training labels (the codelength per arc of a probe "
-                   "that predicts their marginal distribution):\n",
-                   markdown(seen.groupby("n_arcs").tail(5))]
+    R = args.results
+
+    def load(name: str) -> pd.DataFrame | None:
+        p = R / name
+        df = probe_runs(p) if p.is_dir() else None
+        return df if df is not None and len(df) else None
+
+    linear = linear_baselines(args.data_dir, args.cache) if args.data_dir.is_dir() else None
+    md = ["# Structural probes and MDL on UD EWT: the tables\n",
+          "Written by `summarise.py` from the runs of the README's commands; every number the README quotes is "
+          "here.\n"]
+    layers = load("layers")
+    if layers is not None:
+        full = [f for f in (load("full_train"), load("full_train_random")) if f is not None]
+        part, _ = layers_section(layers, load("layers_dev"), pd.concat(full, ignore_index=True) if full else None,
+                                 linear, args.out)
+        md += part
+    heads = load("heads")
+    if heads is not None:
+        attn = attention_accuracy(R / "attention_test") if (R / "attention_test").is_dir() else None
+        attn_r = (attention_accuracy(R / "attention_test_random") if (R / "attention_test_random").is_dir()
+                  else None)
+        md += heads_section(heads, load("heads_dev"), load("heads_offset"), load("heads_random"), attn, attn_r,
+                            linear, args.out)
+    mdl = load("mdl")
+    if mdl is not None:
+        md += mdl_section(mdl, args.out)
     (args.out / "results.md").write_text("\n".join(md))
     print("\n".join(md))
 
