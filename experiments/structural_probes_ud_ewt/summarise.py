@@ -33,7 +33,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
-from scipy.stats import rankdata, spearmanr  # noqa: E402
+from scipy.stats import rankdata  # noqa: E402
 
 from probing.config import DataConfig, DataKind  # noqa: E402
 from probing.corpus.cache import load_corpus_cached  # noqa: E402
