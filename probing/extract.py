@@ -102,14 +102,22 @@ def store_key(identity: dict, corpus: Corpus, cfg: ExtractConfig, measure: Store
         inputs["representation"] = enum_value(measure)
     elif measure is not Measure.attention:
         inputs["measure"] = enum_value(measure)
-    key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return key, inputs
+    return _key(inputs), inputs
 
 
-def store_dir(model_name: str, corpus: Corpus, cfg: ExtractConfig, key: str, measure: Stored) -> Path:
+def _key(inputs: dict) -> str:
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def store_dir(model_name: str, corpus: Corpus, cfg: ExtractConfig, key: str, measure: Stored,
+              kept: Optional[str] = None) -> Path:
+    """``<cache>/<model>-<corpus>-<split>[-<measure>][-<kept>]-<key>`` (``kept``: what is kept of the maps instead
+    of them, ``extract.keep_maps=false``)."""
     name = f"{model_name}-{corpus.name}-{corpus.split}"
     if stored(measure) is not Measure.attention:
         name += f"-{enum_value(measure)}"
+    if kept:
+        name += f"-{kept}"
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
     return Path(absolute(cfg.cache_dir)) / f"{safe}-{key}"
 
@@ -263,16 +271,14 @@ def _targets(identity: dict, model_name: str, corpus: Corpus, cfg: ExtractConfig
     out = []
     for measure in measures:
         key, inputs = store_key(identity, corpus, cfg, measure)
-        directory = store_dir(model_name, corpus, cfg, key, measure)
         if not cfg.keep_maps and isinstance(measure, Measure):
             stats = statistics(measure)
             inputs = {**inputs, "statistics": {"name": stats.name, **stats.fingerprint()}}
-            key = hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()[:16]
-            name = store_dir(model_name, corpus, cfg, key, measure).name
-            directory = directory.with_name(f"{name[:-len(key) - 1]}-{stats.name}-{key}")
-            out.append(_Target(measure, key, inputs, directory, stats))
+            key = _key(inputs)
+            out.append(_Target(measure, key, inputs, store_dir(model_name, corpus, cfg, key, measure, stats.name),
+                               stats))
         else:
-            out.append(_Target(measure, key, inputs, directory))
+            out.append(_Target(measure, key, inputs, store_dir(model_name, corpus, cfg, key, measure)))
     return out
 
 

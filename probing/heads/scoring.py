@@ -73,16 +73,6 @@ def pointers(maps: np.ndarray, n: np.ndarray, directions: Sequence[Direction], b
     return out
 
 
-def head_correct(maps: np.ndarray, gold: np.ndarray, n: np.ndarray, directions: Sequence[Direction],
-                 block_bytes: int = 4 * 2**20) -> np.ndarray:
-    """Per-word hits of every head: ``(B, L, H, N, N)`` padded maps, ``(B, N)`` gold heads (-1 root,
-    anything for padding), ``(B,)`` lengths -> ``(W, D, L*H)`` bool over the W real words (sentence by
-    sentence, left to right), D directions. ``maps`` is modified (its diagonal zeroed). A root word (gold -1)
-    is never correct."""
-    valid = np.arange(maps.shape[-1])[None, :] < n[:, None]
-    return pointers(maps, n, directions, block_bytes) == gold[valid][:, None, None]
-
-
 def offset_correct(gold: np.ndarray, position: np.ndarray, length: np.ndarray, offsets: Sequence[int]
                    ) -> np.ndarray:
     """Hits of the fixed-offset baselines: word at ``position`` predicted to head ``position + offset``.
@@ -94,11 +84,3 @@ def offset_correct(gold: np.ndarray, position: np.ndarray, length: np.ndarray, o
     pred = position[:, None] + off
     inside = (pred >= 0) & (pred < length[:, None])
     return inside & (pred == gold[:, None])
-
-
-def pad_gold(heads: Sequence[np.ndarray], big_n: int) -> np.ndarray:
-    """Gold heads of a chunk, padded with -2 (never equal to a prediction or to ROOT's -1): ``(B, N)``."""
-    out = np.full((len(heads), big_n), -2, dtype=np.int64)
-    for b, h in enumerate(heads):
-        out[b, :len(h)] = h
-    return out

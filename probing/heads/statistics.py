@@ -20,8 +20,8 @@ import pandas as pd
 from probing.config import Direction, HeadsConfig, Measure, PatternRows
 from probing.corpus import Corpus
 from probing.heads.distances import DistanceTotals, head_distances
-from probing.heads.patterns import PatternTotals, attention_patterns
 from probing.heads.kernels import picks
+from probing.heads.patterns import PatternTotals, attention_patterns
 from probing.heads.scoring import as_ordered
 from probing.heads.trees import TreeTotals, tree_scores
 from probing.store import ArrayLayout, AttentionStore, StatisticsStore
