@@ -11,6 +11,7 @@ import pytest
 from conftest import TINY_VOCAB
 from families import build
 from test_heads_task import Recorder
+from test_store_extract import crash_at
 
 from probing.config import DataConfig, DataKind, ExtractConfig, HeadsConfig, Measure, ModelConfig
 from probing.errors import ProbingError
@@ -55,7 +56,6 @@ def test_kept_statistics_give_the_tables_of_the_maps(checkpoint, measure, tmp_pa
 
 
 def test_kept_statistics_resume_and_parts_are_the_same_numbers(checkpoint, tmp_path, monkeypatch):
-    import probing.extract as ex
     from probing.corpus.cache import load_corpus_cached
     from probing.heads.statistics import statistics
 
@@ -65,20 +65,12 @@ def test_kept_statistics_resume_and_parts_are_the_same_numbers(checkpoint, tmp_p
     corpus = load_corpus_cached(data, None, str(tmp_path / "c"))
     one = ensure_store(checkpoint, corpus, replace(base, cache_dir=str(tmp_path / "one")),
                        statistics=statistics(corpus, h)).store
-    real, calls = ex.batch_maps, {"n": 0}
-
-    def crashing(*args, **kw):
-        calls["n"] += 1
-        if calls["n"] == 5:
-            raise KeyboardInterrupt("killed mid-way")
-        return real(*args, **kw)
-
-    monkeypatch.setattr(ex, "batch_maps", crashing)
+    undo = crash_at(monkeypatch, 5)
     parts = replace(base, cache_dir=str(tmp_path / "parts"), partitions=3)
     ensure_store(checkpoint, corpus, replace(parts, partition=2), partial=True, statistics=statistics(corpus, h))
     with pytest.raises(KeyboardInterrupt):
         ensure_store(checkpoint, corpus, replace(parts, partition=0), partial=True, statistics=statistics(corpus, h))
-    monkeypatch.setattr(ex, "batch_maps", real)
+    undo()
     ensure_store(checkpoint, corpus, replace(parts, partition=0), partial=True, statistics=statistics(corpus, h))
     merged = ensure_store(checkpoint, corpus, replace(parts, partition=1), partial=True,
                           statistics=statistics(corpus, h)).store

@@ -103,20 +103,9 @@ def test_too_long_sentence_is_skipped_and_counted(tiny_encoder, tmp_path):
 
 
 def test_resume_after_crash(tiny_encoder, tmp_path, monkeypatch):
-    import probing.extract as ex
-
     c = corpus()
     clean = extract(tiny_encoder, c, cfg(tmp_path / "clean")).store
-    calls = {"n": 0}
-    real = ex.batch_maps
-
-    def crashing(*args, **kw):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt("simulated crash")
-        return real(*args, **kw)
-
-    monkeypatch.setattr(ex, "batch_maps", crashing)
+    undo = crash_at(monkeypatch, 3)
     c_cfg = cfg(tmp_path / "crash", shard_mb=0)
     with pytest.raises(KeyboardInterrupt):
         extract(tiny_encoder, c, c_cfg)
@@ -130,11 +119,27 @@ def test_resume_after_crash(tiny_encoder, tmp_path, monkeypatch):
                                                 "sentences": [{"index": 0, "offset": 0, "m": 3, "n_words": 1,
                                                                "prefix": 1}]})
     (directory / ".shard-00100.bin.1.tmp").write_bytes(b"junk")
-    monkeypatch.setattr(ex, "batch_maps", real)
+    undo()
     r = extract(tiny_encoder, c, c_cfg)
     assert r.resumed_from == 8 and r.extracted == len(c) - 8
     for i in clean.indices:
         np.testing.assert_allclose(r.store.maps(i), clean.maps(i), atol=1e-6)
+
+
+def crash_at(monkeypatch, batch: int):
+    """Extraction's ``batch``-th batch raises KeyboardInterrupt (a process killed mid-way); returns the undo."""
+    import probing.extract as ex
+
+    real, calls = ex.batch_maps, {"n": 0}
+
+    def crashing(*args, **kw):
+        calls["n"] += 1
+        if calls["n"] == batch:
+            raise KeyboardInterrupt("killed mid-way")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(ex, "batch_maps", crashing)
+    return lambda: monkeypatch.setattr(ex, "batch_maps", real)
 
 
 CONCURRENT = """

@@ -9,11 +9,11 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from test_store_extract import TEXTS, cfg, corpus, crash_at
 
 from probing.errors import ProbingError, StoreError
 from probing.extract import extract
 from probing.store.parts import block_ranges, part_span
-from test_store_extract import TEXTS, cfg, corpus
 
 MANY = [t for _ in range(3) for t in TEXTS] + ["a b c d e f g h i j k l m n o p q r s t u v w x y z"]  # 37
 
@@ -62,24 +62,14 @@ def test_four_parts_equal_one_process_byte_for_byte(tiny_encoder, tmp_path):
 
 
 def test_a_failed_part_is_rerun_alone(tiny_encoder, tmp_path, monkeypatch):
-    import probing.extract as ex
-
     c = big()
     whole = extract(tiny_encoder, c, parts_cfg(tmp_path / "one")).store
     pcfg = parts_cfg(tmp_path / "parts", partitions=3)
     extract(tiny_encoder, c, replace(pcfg, partition=0))
-    real, calls = ex.batch_maps, {"n": 0}
-
-    def crashing(*args, **kw):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt("killed mid-way")
-        return real(*args, **kw)
-
-    monkeypatch.setattr(ex, "batch_maps", crashing)
+    undo = crash_at(monkeypatch, 3)
     with pytest.raises(KeyboardInterrupt):
         extract(tiny_encoder, c, replace(pcfg, partition=1))
-    monkeypatch.setattr(ex, "batch_maps", real)
+    undo()
     extract(tiny_encoder, c, replace(pcfg, partition=2))
     resumed = extract(tiny_encoder, c, replace(pcfg, partition=1))  # only part 1 runs again, from its shards
     assert resumed.resumed_from > 0 and resumed.store is not None
@@ -130,22 +120,12 @@ def test_a_partition_outside_the_parts_is_one_line(tiny_encoder, tmp_path):
 
 
 def test_blocks_fix_the_batches_so_resume_gives_the_same_bytes(tiny_encoder, tmp_path, monkeypatch):
-    import probing.extract as ex
-
     c = big()
     whole = extract(tiny_encoder, c, parts_cfg(tmp_path / "one")).store
-    real, calls = ex.batch_maps, {"n": 0}
-
-    def crashing(*args, **kw):
-        calls["n"] += 1
-        if calls["n"] == 4:
-            raise KeyboardInterrupt("killed mid-way")
-        return real(*args, **kw)
-
-    monkeypatch.setattr(ex, "batch_maps", crashing)
+    undo = crash_at(monkeypatch, 4)
     with pytest.raises(KeyboardInterrupt):
         extract(tiny_encoder, c, parts_cfg(tmp_path / "two"))
-    monkeypatch.setattr(ex, "batch_maps", real)
+    undo()
     r = extract(tiny_encoder, c, parts_cfg(tmp_path / "two"))
     assert r.resumed_from > 0
     same_bytes(r.store, whole)
