@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from cache_dirs import store_dir
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -98,7 +99,7 @@ def test_a_damaged_store_is_rebuilt_or_refused_by_name_and_never_scored(tmp_path
 
     assert heads("clean").returncode == 0
     clean = (tmp_path / "clean" / "heads.csv").read_text()
-    store = next(p for p in (tmp_path / "cache").iterdir() if p.is_dir() and p.name.startswith("minilm-grammar"))
+    store = store_dir(tmp_path / "cache", "minilm-grammar")
     # a truncated shard: found when the store opens, re-extracted, and the numbers are a clean build's
     os.truncate(store / "shard-00001.bin", 100)
     r = heads("truncated")

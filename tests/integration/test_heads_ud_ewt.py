@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cache_dirs import store_dir
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIRED = ["det", "nsubj", "obj", "amod", "case", "advmod", "aux", "compound", "nmod:poss", "mark"]
@@ -71,8 +72,7 @@ def test_heads_minilm_ewt_dev(ewt_dir, tmp_path):
     from probing.store import AttentionStore
 
     corpus = read_conllu(ewt_dir / "en_ewt-ud-dev.conllu", split="dev", strict=True)
-    store_dir = next(p for p in Path(cache).iterdir() if p.name.startswith("minilm-ud_ewt-dev-") and p.is_dir())
-    store = AttentionStore(store_dir)
+    store = AttentionStore(store_dir(Path(cache), "minilm-ud_ewt-dev-"))
     boot = m["conventions"]["bootstrap"]
     assert (boot["resamples"], boot["unit"], boot["interval"]) == (200, "sentence", "percentile")
     weights = resample_counts(len(store.indices), boot["resamples"], boot["seed"])

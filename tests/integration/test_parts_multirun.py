@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cache_dirs import store_dir
 
 from probing.store import AttentionStore
 
@@ -42,7 +43,7 @@ def test_four_parts_on_joblib_equal_one_process(tiny_model_dir, ewt_dir, tmp_pat
     for table in TABLES:
         a, b = (one / f"{table}.csv").read_bytes(), (analysed[0] / f"{table}.csv").read_bytes()
         assert a == b, f"{table}.csv differs"
-    stores = [AttentionStore(next(p for p in (tmp_path / c).iterdir() if p.is_dir())) for c in ("cache1", "cache4")]
+    stores = [AttentionStore(store_dir(tmp_path / c)) for c in ("cache1", "cache4")]
     for i in stores[0].indices:
         assert stores[0].maps(i).tobytes() == stores[1].maps(i).tobytes()
     # the same command again reuses the merged store in every job

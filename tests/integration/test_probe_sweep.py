@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from cache_dirs import store_dir
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import make_pipeline
@@ -83,8 +84,7 @@ def test_joblib_sweep_builds_once_skips_complete_jobs_and_collects(tmp_path):
     first = [json.loads((sweep / str(k) / "metrics.json").read_text()) for k in (0, 1)]
     assert [m["layer"] for m in first] == [0, 1]
     # each job's accuracy, recomputed here from the shared store with numpy and scikit-learn alone
-    store = AttentionStore(next(p for p in (tmp_path / "cache").iterdir()
-                                if p.is_dir() and p.name.startswith("minilm-grammar")))
+    store = AttentionStore(store_dir(tmp_path / "cache", "minilm-grammar"))
     corpus = generate_corpus(80, seed=0)
     for m in first:
         accuracy, n_eval, majority = refit_relation_probe(store, corpus, m["layer"], max_iter=200)

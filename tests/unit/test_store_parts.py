@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from cache_dirs import store_dir
 from test_store_extract import TEXTS, cfg, corpus, crash_at
 
 from probing.errors import ProbingError, StoreError
@@ -85,12 +86,12 @@ def test_merge_refuses_a_part_of_another_model_or_corpus_by_name(tiny_encoder, t
     c = big()
     pcfg = parts_cfg(tmp_path / "a", partitions=4)
     _three_done_parts(tiny_encoder, c, pcfg)
-    directory = next(p for p in (tmp_path / "a" / "cache").iterdir() if p.is_dir())
+    directory = store_dir(tmp_path / "a" / "cache")
     # part 3 from another corpus (other sentences, same name and size) planted in this store
     other = corpus(MANY[::-1], name="many")
     ocfg = parts_cfg(tmp_path / "b", partitions=4, partition=3)
     extract(tiny_encoder, other, ocfg)
-    foreign = next(p for p in (tmp_path / "b" / "cache").iterdir() if p.is_dir()) / "parts" / "3-of-4"
+    foreign = store_dir(tmp_path / "b" / "cache") / "parts" / "3-of-4"
     shutil.copytree(foreign, directory / "parts" / "3-of-4")
     with pytest.raises(StoreError, match=r"part 3 of 4 belongs to another store \(corpus many x with other "
                                          r"sentences \(fingerprint"):
@@ -146,8 +147,8 @@ def test_task_merge_joins_parts_built_apart_and_names_the_missing_ones(tiny_enco
                                            r"extract.partition=K"):
         merge_stores(model, c, here)
     extract(tiny_encoder, c, replace(there, partition=2))  # another machine's cache
-    directory = next(p for p in (tmp_path / "here" / "cache").iterdir() if p.is_dir())
-    built = next(p for p in (tmp_path / "there" / "cache").iterdir() if p.is_dir())
+    directory = store_dir(tmp_path / "here" / "cache")
+    built = store_dir(tmp_path / "there" / "cache")
     assert directory.name == built.name
     shutil.copytree(built / "parts" / "2-of-3", directory / "parts" / "2-of-3")
     report = merge_stores(model, c, here)
