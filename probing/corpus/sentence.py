@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterator, Optional, Sequence
@@ -22,6 +23,14 @@ class Sentence:
     heads: Optional[tuple[int, ...]] = None
     relations: Optional[tuple[str, ...]] = None
     upos: Optional[tuple[str, ...]] = None
+
+    def __post_init__(self) -> None:
+        # one string object per distinct word, relation and tag, so a corpus of a million words takes a few
+        # megabytes rather than a string per token (and its cached pickle shares them too)
+        for name in ("words", "relations", "upos"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, tuple(map(sys.intern, value)))
 
     def __len__(self) -> int:
         return len(self.words)
