@@ -140,7 +140,7 @@ def count_relations(store: AttentionStore, corpus: Corpus, indices: Optional[Seq
         raise ValueError("reachable arcs are counted one direction at a time")
     lh = store.num_layers * store.num_heads
     n_features = len(directions) * lh + 1 + len(offsets)
-    weights_t = (np.ascontiguousarray(resample_counts(len(idx), bootstrap, seed).T) if bootstrap else None)
+    weights_t = resample_counts(len(idx), bootstrap, seed, sentence_major=True) if bootstrap else None
     vocab, ids = relation_ids(corpus, idx)
     acc = RelationAccumulator(vocab, ids, n_features, weights_t)
     gold_heads = [np.asarray(corpus[int(i)].heads, dtype=np.int64) for i in idx]

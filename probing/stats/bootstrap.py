@@ -10,11 +10,15 @@ from __future__ import annotations
 import numpy as np
 
 
-def resample_counts(n_sentences: int, n_resamples: int, seed: int, block: int = 64) -> np.ndarray:
+def resample_counts(n_sentences: int, n_resamples: int, seed: int, block: int = 64,
+                    sentence_major: bool = False) -> np.ndarray:
     """``(n_resamples, n_sentences)`` uint8 multinomial counts: row r says how many times resample r drew
     each sentence (rows sum to ``n_sentences``). Drawn in blocks to keep the int64 temporaries small.
+    ``sentence_major``: the same counts as ``(n_sentences, n_resamples)``, filled in place (no second copy for
+    the transpose, which for a million-word corpus is tens of megabytes).
     """
-    out = np.zeros((n_resamples, n_sentences), dtype=np.uint8)
+    shape = (n_sentences, n_resamples) if sentence_major else (n_resamples, n_sentences)
+    out = np.zeros(shape, dtype=np.uint8)
     if n_resamples == 0 or n_sentences == 0:
         return out
     rng = np.random.default_rng(seed)
@@ -24,9 +28,13 @@ def resample_counts(n_sentences: int, n_resamples: int, seed: int, block: int = 
         # times faster than rng.multinomial over S categories
         draw = rng.integers(0, n_sentences, size=(k, n_sentences)) + np.arange(k)[:, None] * n_sentences
         counts = np.bincount(draw.ravel(), minlength=k * n_sentences).reshape(k, n_sentences)
+        del draw
         if counts.max() > 255:  # practically impossible (about Poisson(1) counts); be exact anyway
             raise OverflowError("a sentence was drawn more than 255 times in one resample")
-        out[start:start + k] = counts
+        if sentence_major:
+            out[:, start:start + k] = counts.T
+        else:
+            out[start:start + k] = counts
     return out
 
 

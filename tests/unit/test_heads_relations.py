@@ -125,6 +125,9 @@ def test_resample_counts_and_percentile_interval():
     w = resample_counts(17, 9, seed=4)
     assert w.shape == (9, 17) and (w.sum(axis=1) == 17).all()
     assert np.array_equal(w, resample_counts(17, 9, seed=4))
+    # the sentence-major layout holds the same draws (blocks of 64 resamples and a part block)
+    big = resample_counts(17, 150, seed=4)
+    assert np.array_equal(resample_counts(17, 150, seed=4, sentence_major=True), big.T) and big[100:].any()
     lo, hi = percentile_interval(np.arange(101, dtype=float)[:, None], 0.9)
     assert lo[0] == pytest.approx(5.0) and hi[0] == pytest.approx(95.0)
     lo, hi = percentile_interval(np.array([[np.nan], [1.0], [3.0]]), 0.5)  # NaN resamples are ignored
