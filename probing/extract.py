@@ -26,7 +26,7 @@ import torch
 from filelock import FileLock
 
 from probing.alignment import pool_attention, pool_layers
-from probing.buffers import Buffers
+from probing.buffers import Buffers, release_free_memory
 from probing.config import ExtractConfig, Measure, ModelConfig, Pooling, Representation, enum_value
 from probing.corpus import Corpus
 from probing.encoder import Encoder, Tokenized, length_batches, load_encoder, model_identity, model_label
@@ -457,6 +457,7 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequen
         bar.close()
         for w in writers:
             w.drain()
+        release_free_memory()  # the pass's freed temporaries go back before the stores are read
     seconds = time.perf_counter() - start
     stores = {t.measure: _finish_store(t, encoder, corpus, store_dtype, skipped_rows, seconds, part)
               for t in targets}
@@ -485,6 +486,7 @@ def _sentences_to_extract(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, 
     start, end = span
     for a, b in block_ranges(end - start, cfg.block_sentences):
         first = start + a
+        release_free_memory()  # the last block's freed temporaries, before this block's
         tokenized = encoder.tokenize([corpus[i].words for i in range(first, start + b)])
         if cfg.max_length is not None:
             tokenized = [t if isinstance(t, str) or len(t.input_ids) <= cfg.max_length
