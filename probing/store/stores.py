@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
@@ -207,16 +208,20 @@ class ArrayStore:
                 damaged.append(k)
         return damaged
 
+    def _verify_once(self, k: int) -> None:
+        """Checksum and values of shard ``k`` on its first read: a damaged shard never yields numbers."""
+        if k not in self._verified:
+            problem = self._check_contents(k)
+            if problem is not None:
+                raise StoreError(f"{self.dir}: {problem}. Re-extract it with the same model and data and "
+                                 "extract.verify=true (e.g. probing task=extract extract.verify=true ...)",
+                                 damaged=(k,))
+            self._verified.add(k)
+
     def _shard(self, k: int) -> np.memmap:
         mm = self._maps.get(k)
         if mm is None:
-            if k not in self._verified:  # checksum on first read: a damaged shard never yields numbers
-                problem = self._check_contents(k)
-                if problem is not None:
-                    raise StoreError(f"{self.dir}: {problem}. Re-extract it with the same model and data and "
-                                     "extract.verify=true (e.g. probing task=extract extract.verify=true ...)",
-                                     damaged=(k,))
-                self._verified.add(k)
+            self._verify_once(k)
             mm = np.memmap(shard_path(self.dir, k, "bin"), dtype=self.dtype, mode="r")
             self._maps[k] = mm
         return mm
@@ -323,6 +328,7 @@ class StatisticsStore(ArrayStore):
     def __init__(self, directory: str | Path):
         super().__init__(directory)
         self.statistics: dict = dict(self.manifest.get("statistics") or {})
+        self._files: dict = {}  # shard -> its open file (closed by close(), or with the store)
         if not self.statistics or self.layout.positions != 1:
             raise StoreError(f"{self.dir}: not a statistics store (no statistics in its manifest); delete the "
                              "directory to rebuild it")
@@ -332,7 +338,25 @@ class StatisticsStore(ArrayStore):
         return Measure(self.measure).stochastic
 
     def pointers(self, i: int) -> np.ndarray:
-        return self.array(i)
+        """Sentence i's record, read from its shard (not mapped: an analysis reads the records of a whole
+        store in length order, and mapped pages would stay resident until :meth:`close`)."""
+        if i not in self:
+            raise KeyError(f"sentence {i} has no {self.what} in {self.dir} (skipped or out of range)")
+        k, m = int(self.shard[i]), int(self.m[i])
+        f = self._files.get(k)
+        if f is None:
+            self._verify_once(k)
+            f = self._files[k] = open(shard_path(self.dir, k, "bin"), "rb", buffering=0)
+        itemsize = np.dtype(self.dtype).itemsize
+        size = self.layout.size(m)
+        data = os.pread(f.fileno(), size * itemsize, int(self.offset[i]) * itemsize)
+        return np.frombuffer(data, dtype=self.dtype).reshape(self.layout.shape(m))
+
+    def close(self) -> None:
+        super().close()
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
 
     def totals(self) -> dict[str, np.ndarray]:
         """The shards' totals added up (integers: the same in any order)."""
