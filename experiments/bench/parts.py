@@ -1,9 +1,10 @@
 """Work beyond one process: the heads analysis without stored maps, extraction in parts, and store sizes.
 
-(m) memory: ``task=heads extract.keep_maps=false`` with MiniLM on 1/8, 1/2 and all of EWT train and on EWT train
-    repeated 4 times (written to a temporary CoNLL-U file), each in a fresh subprocess: peak RSS, the RSS after
-    the corpus and the model are loaded (what the pass itself adds is the difference), seconds; beside it, at
-    each size, a cold ``task=extract`` of the attention maps (the extraction alone), paired: the time ratio.
+(m) memory: MiniLM on 1/8, 1/2 and all of EWT train and on EWT train repeated 4 times (written to a temporary
+    CoNLL-U file), each run in a fresh subprocess with a cold cache: the whole ``task=heads
+    extract.keep_maps=false`` run (peak RSS, seconds), and side by side the extraction it does (the maps'
+    statistics made and kept, the maps not) against a cold extraction of the maps alone (the store ``task=extract``
+    builds): seconds, peak RSS, RSS once the corpus and the model are loaded, bytes written.
 (p) parts: ``task=extract`` of EWT train with MiniLM as one process, and as two parts run side by side on the two
     cores (two subprocesses, one torch thread each), wall clock and CPU seconds.
 (s) store size: a BERT-large-shaped random encoder (24 x 16 heads, MiniLM's tokenizer) on the first sentences of
@@ -53,13 +54,15 @@ def corpus_file(tmp: Path, size: float) -> tuple[Path, int | None]:
 
 
 def child(mode: str, path: str, limit: int | None, cache: str) -> None:
-    """One run, timed from after the corpus and the model are loaded; prints a JSON line."""
+    """One run in this fresh process; prints a JSON line. ``heads``: the whole task, corpus and model loaded by
+    it; the others are timed from after the corpus and the model are loaded."""
     import torch
 
     from probing.config import DataConfig, DataKind, ExtractConfig, HeadsConfig, ModelConfig
     from probing.corpus.cache import load_corpus_cached
     from probing.encoder import load_encoder
     from probing.extract import extract
+    from probing.heads.statistics import statistics
     from probing.tasks import heads as heads_task
     from probing.tasks.base import RunOutput
     from probing.tracking import NoTracker
@@ -67,26 +70,31 @@ def child(mode: str, path: str, limit: int | None, cache: str) -> None:
     if mode.startswith("part"):
         torch.set_num_threads(1)
     data = DataConfig(kind=DataKind.conllu, path=path, split="train", limit=limit)
-    ext = ExtractConfig(cache_dir=cache, progress=False)
-    corpus = load_corpus_cached(data, None, cache)
     model = ModelConfig(name="minilm", name_or_path="bundled:minilm", device="cpu")
-    enc = load_encoder(model)
     base = rss_mb()
     cpu0, start = time.process_time(), time.perf_counter()
     if mode == "heads":
         heads_task.run(model, data, ExtractConfig(cache_dir=cache, progress=False, keep_maps=False),
                        HeadsConfig(figures=False), 0, RunOutput(Path(cache) / "run", NoTracker()))
-    elif mode == "extract":
-        extract(enc, corpus, ext)
-    else:  # part-K-of-N
-        k, n = (int(x) for x in mode.split("-")[1::2])
-        extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False, partitions=n, partition=k))
+        sentences = words = None
+    else:
+        corpus = load_corpus_cached(data, None, cache)
+        enc = load_encoder(model)
+        sentences, words = len(corpus), sum(len(s) for s in corpus)
+        base = rss_mb()
+        cpu0, start = time.process_time(), time.perf_counter()
+        if mode == "extract":
+            extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False))
+        elif mode == "stats":
+            extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False, keep_maps=False),
+                    statistics=statistics(corpus, HeadsConfig()))
+        else:  # part-K-of-N
+            k, n = (int(x) for x in mode.split("-")[1::2])
+            extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False, partitions=n, partition=k))
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu0
     size = sum(f.stat().st_size for f in Path(cache).rglob("shard-*") if f.is_file())
-    manifests = [json.loads(m.read_text()) for m in Path(cache).glob("*/manifest.json")]
-    print(json.dumps({"mode": mode, "sentences": len(corpus), "words": sum(len(s) for s in corpus),
-                      "seconds": seconds, "cpu": cpu, "peak_rss_mb": rss_mb(), "loaded_rss_mb": base,
-                      "store_bytes": size, "extract_seconds": sum(m["extract_seconds"] for m in manifests)}))
+    print(json.dumps({"mode": mode, "sentences": sentences, "words": words, "seconds": seconds, "cpu": cpu,
+                      "peak_rss_mb": rss_mb(), "loaded_rss_mb": base, "store_bytes": size}))
 
 
 def spawn(args: list[str], env: dict) -> subprocess.Popen:
@@ -105,17 +113,18 @@ def memory(tmp: Path, sizes: list[float], env: dict) -> None:
     for size in sizes:
         path, limit = corpus_file(tmp, size)
         runs = {}
-        for mode in ("extract", "heads"):
+        for mode in ("extract", "stats", "heads"):
             cache = tmp / f"cache-{mode}-{size}"
             runs[mode] = result(spawn([mode, str(path), str(limit or 0), str(cache)], env))
             shutil.rmtree(cache)
-        h, e = runs["heads"], runs["extract"]
-        print(f"size {size:>5}  {h['sentences']:6d} sentences {h['words']:7d} words | keep_maps=false heads: "
-              f"{h['seconds']:6.1f} s in all, extraction with statistics {h['extract_seconds']:6.1f} s, peak RSS "
-              f"{h['peak_rss_mb']:5.0f} MB (loaded {h['loaded_rss_mb']:5.0f}), kept {h['store_bytes'] / 2**20:6.1f} "
-              f"MiB | extraction alone {e['extract_seconds']:6.1f} s, peak RSS {e['peak_rss_mb']:5.0f} MB, maps "
-              f"{e['store_bytes'] / 2**20:6.1f} MiB | extraction ratio {h['extract_seconds'] / e['extract_seconds']:.2f}x,"
-              f" whole heads run / extraction alone {h['seconds'] / e['extract_seconds']:.2f}x", flush=True)
+        h, s, e = runs["heads"], runs["stats"], runs["extract"]
+        print(f"size {size:>5}  {s['sentences']:6d} sentences {s['words']:7d} words | keep_maps=false heads run: "
+              f"{h['seconds']:6.1f} s, peak RSS {h['peak_rss_mb']:5.0f} MB | extraction with statistics "
+              f"{s['seconds']:6.1f} s, peak RSS {s['peak_rss_mb']:5.0f} MB (loaded {s['loaded_rss_mb']:4.0f}), kept "
+              f"{s['store_bytes'] / 2**20:6.1f} MiB | extraction alone {e['seconds']:6.1f} s, peak RSS "
+              f"{e['peak_rss_mb']:5.0f} MB (loaded {e['loaded_rss_mb']:4.0f}), maps {e['store_bytes'] / 2**20:6.1f} MiB"
+              f" | with statistics / alone {s['seconds'] / e['seconds']:.2f}x, whole heads run / extraction alone "
+              f"{h['seconds'] / e['seconds']:.2f}x", flush=True)
 
 
 def parts(tmp: Path, env: dict) -> None:
@@ -137,12 +146,12 @@ def parts(tmp: Path, env: dict) -> None:
 
 
 def sizes_bert_large(tmp: Path, n: int) -> None:
+    from extract import load
     from families import encoder
 
     from probing.config import ExtractConfig, HeadsConfig
     from probing.extract import extract
     from probing.heads.statistics import statistics
-    from extract import load
 
     corpus = load(str(EWT), n)
     enc = encoder("bert_large", tmp)
