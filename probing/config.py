@@ -374,7 +374,7 @@ class HeadsConfig(BootstrapSettings):
     trees: bool = True
     tree_sentences: Optional[int] = 500  # the corpus's first N sentences (None: all); CLE runs per head
     figures: bool = True
-    chunk_words: int = 50000  # words whose per-sentence counts are summed together (bootstrap batch)
+    chunk_words: int = 10000  # words whose per-sentence counts are summed together (bootstrap batch)
     block_mb: float = 4.0  # maps read and scored at a time (cache-sized)
 
 

@@ -127,9 +127,10 @@ def count_relations(store: AttentionStore, corpus: Corpus, indices: Optional[Seq
     and its left), so that no target a head cannot attend to is scored as a miss; root words count in neither.
 
     Two levels: sentences are read and scored in small blocks (``block_mb`` of maps, cache-sized), and
-    their per-word hits are summed per (relation, sentence) in groups of about ``chunk_words`` words (large,
-    so the bootstrap products are few and big, and bounded, so memory does not grow with the corpus). Only the labelled relations are counted; ``base`` is derived from
-    them (:func:`collapse`)."""
+    their per-word hits are summed per (relation, sentence) in groups of about ``chunk_words`` words (bounded,
+    so memory does not grow with the corpus; the bootstrap products run a bounded number of sentences at a time
+    whatever the group). Only the labelled relations are counted; ``base`` is derived from them
+    (:func:`collapse`)."""
     idx = sentence_order(store, indices)
     if len(idx) == 0:
         raise ValueError("no sentences to score")
