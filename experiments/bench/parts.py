@@ -4,7 +4,7 @@
     CoNLL-U file), each run in a fresh subprocess with a cold cache: the whole ``task=heads
     extract.keep_maps=false`` run (peak RSS, seconds), and side by side the extraction it does (the maps'
     statistics made and kept, the maps not) against a cold extraction of the maps alone (the store ``task=extract``
-    builds): seconds, peak RSS, RSS once the corpus and the model are loaded, bytes written.
+    builds): seconds, peak RSS, resident memory once the corpus and the model are loaded, bytes written.
 (p) parts: ``task=extract`` of EWT train with MiniLM as one process, and as two parts run side by side on the two
     cores (two subprocesses, one torch thread each), wall clock and CPU seconds.
 (s) store size: a BERT-large-shaped random encoder (24 x 16 heads, MiniLM's tokenizer) on the first sentences of
@@ -36,7 +36,14 @@ EWT = REPO.parent / "shared" / "data" / "ud_english_ewt"
 
 
 def rss_mb() -> float:
+    """Peak resident memory of this process so far."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def resident_mb() -> float:
+    """Resident memory now (Linux)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def corpus_file(tmp: Path, size: float) -> tuple[Path, int | None]:
@@ -71,7 +78,7 @@ def child(mode: str, path: str, limit: int | None, cache: str) -> None:
         torch.set_num_threads(1)
     data = DataConfig(kind=DataKind.conllu, path=path, split="train", limit=limit)
     model = ModelConfig(name="minilm", name_or_path="bundled:minilm", device="cpu")
-    base = rss_mb()
+    base = resident_mb()
     cpu0, start = time.process_time(), time.perf_counter()
     if mode == "heads":
         heads_task.run(model, data, ExtractConfig(cache_dir=cache, progress=False, keep_maps=False),
@@ -81,7 +88,7 @@ def child(mode: str, path: str, limit: int | None, cache: str) -> None:
         corpus = load_corpus_cached(data, None, cache)
         enc = load_encoder(model)
         sentences, words = len(corpus), sum(len(s) for s in corpus)
-        base = rss_mb()
+        base = resident_mb()
         cpu0, start = time.process_time(), time.perf_counter()
         if mode == "extract":
             extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False))
