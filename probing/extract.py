@@ -74,6 +74,7 @@ class ExtractReport:
     seconds: float = 0.0
     stores: dict[Stored, ArrayStore] = field(default_factory=dict)
     parts: Optional[PartStatus] = None  # extract.partition set: the parts done and pending (of the first store)
+    built: tuple = ()  # the measures and representations whose stores this run extracted (the others were reused)
 
     @property
     def complete(self) -> bool:
@@ -255,6 +256,7 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
                 _remove_empty([t.directory for t in todo])  # a model that cannot load leaves no trace
                 raise
         report = _build(encoder, corpus, cfg, todo)
+    report.built = tuple(report.stores)
     stores.update(report.stores)
     report.stores = {t.measure: stores[t.measure] for t in targets}
     report.store = stores[first]

@@ -21,9 +21,13 @@ def store_use(report: ExtractReport, corpus: Corpus) -> dict:
 def describe_store(report: ExtractReport, corpus: Corpus) -> str:
     """A few lines saying where the store is and what it holds."""
     store = report.store
+
+    def fresh(s) -> bool:  # extracted by this run (a merge of parts names none: it made every store)
+        return not report.reused and (not report.built or any(report.stores.get(m) is s for m in report.built))
+
     lines = [
         f"{store.measure} store: {store.dir}",
-        f"  {'reused (already built)' if report.reused else 'built'}: {len(store)} of {store.n_sentences} sentences"
+        f"  {'built' if fresh(store) else 'reused (already built)'}: {len(store)} of {store.n_sentences} sentences"
         f" from {corpus.name} {corpus.split}, {store.num_layers} layers x {store.num_heads} heads"
         + (f" x {store.dim}-dim vectors a word," if isinstance(store, VectorStore) else ",") +
         f" {store.manifest['store_dtype']}, {store.size_bytes() / 2**20:.1f} MiB on disk",
@@ -36,7 +40,8 @@ def describe_store(report: ExtractReport, corpus: Corpus) -> str:
         if other is not store:
             held = (f"{' x '.join(map(str, other.layout.lead))} vectors of {other.dim} a word"
                     if isinstance(other, VectorStore) else f"{other.num_heads} map(s) per layer")
-            lines.append(f"  {measure} store: {other.dir} ({held}, {other.size_bytes() / 2**20:.1f} MiB)")
+            lines.append(f"  {measure} store: {other.dir} ({held}, {other.size_bytes() / 2**20:.1f} MiB, "
+                         f"{'built' if fresh(other) else 'reused'})")
     skipped = store.skipped
     if skipped:
         kinds: dict[str, int] = {}

@@ -194,3 +194,20 @@ def test_a_decoders_last_mlp_is_zeroed_in_the_pass_only(tiny_llama):
     assert torch.equal(full, skipped)
     assert all(torch.equal(a, b) for a, b in zip(states[:-1], skipped_states[:-1]))
     assert not torch.equal(states[-1], skipped_states[-1])  # the last layer's block did not run
+
+
+def test_the_summary_says_which_stores_this_run_built(tiny_encoder, tmp_path):
+    """Adding a measure to an extracted corpus builds its store alone, and the console says so: the attention
+    store is reused, the norm store built."""
+    from probing.tasks.store_summary import describe_store
+
+    c = corpus()
+    extract(tiny_encoder, c, cfg(tmp_path))
+    report = extract(tiny_encoder, c, cfg(tmp_path, measures=[Measure.attention, Measure.norm]))
+    assert report.built == (Measure.norm,) and not report.reused
+    text = describe_store(report, c)
+    n = len(TEXTS)
+    assert f"\n  reused (already built): {n} of {n} sentences" in text
+    assert text.splitlines()[-1].endswith("MiB, built)") and "norm store:" in text.splitlines()[-1]
+    again = describe_store(extract(tiny_encoder, c, cfg(tmp_path, measures=[Measure.attention, Measure.norm])), c)
+    assert "reused (already built)" in again and again.splitlines()[-1].endswith("MiB, reused)")
