@@ -47,7 +47,7 @@ from probing.results import read_metrics
 from probing.stats.bootstrap import percentile_interval, resample_counts
 from probing.store import AttentionStore, VectorStore
 from probing.tasks.base import SINGLE_SPLIT_KINDS, RunOutput, StageTimer, TaskResult, holdout, one_corpus
-from probing.tasks.store_summary import describe_store, store_use
+from probing.tasks.store_summary import describe_part, describe_store, part_metrics, store_use
 
 log = logging.getLogger(__name__)
 
@@ -124,12 +124,47 @@ def load_dev_split(data: DataConfig, probe: ProbeConfig, extract: ExtractConfig,
         return None
     if probe.dev_split == probe.eval_split:
         return ev
-    if probe.dev_split == probe.train_split:
-        raise ProbingError(f"probe.dev_split={probe.dev_split} is the training split: early stopping needs "
-                           "held-out sentences")
+    _check_dev(data, probe)
     corpus = load_corpus_cached(data, probe.dev_split, extract.cache_dir)
     store = stores(corpus)
     return ProbeSplit(probe.dev_split, corpus, store, store.indices)
+
+
+def _check_dev(data: DataConfig, probe: ProbeConfig) -> None:
+    if DataKind(data.kind) not in SINGLE_SPLIT_KINDS and probe.dev_split == probe.train_split:
+        raise ProbingError(f"probe.dev_split={probe.dev_split} is the training split: early stopping needs "
+                           "held-out sentences")
+
+
+def splits_read(data: DataConfig, probe: ProbeConfig, kind: ProbeKind) -> list[Optional[str]]:
+    """The splits whose stores the probe reads (None: a single-split source), as :func:`load_splits` and
+    :func:`load_dev_split` take them."""
+    if DataKind(data.kind) in SINGLE_SPLIT_KINDS:
+        return [None]
+    splits = [probe.train_split] if one_corpus(data, probe) else [probe.train_split, probe.eval_split]
+    if kind in STRUCTURAL and probe.dev_split is not None:
+        _check_dev(data, probe)  # before any part is extracted
+        if probe.dev_split not in splits:
+            splits.append(probe.dev_split)
+    return splits
+
+
+def _part_run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: ProbeConfig, kind: ProbeKind,
+              reads: Stored) -> Optional[TaskResult]:
+    """With ``extract.partition`` set: this part of every store the probe reads; the part's report while one
+    of them waits for other parts (None once all are whole: the probe then runs on them)."""
+    waiting = []
+    for split in splits_read(data, probe, kind):
+        corpus = load_corpus_cached(data, split, extract.cache_dir)
+        report = ensure_store(model, corpus, extract, reads, partial=True)
+        if not report.complete:
+            waiting.append((report, corpus))
+    if not waiting:
+        return None
+    part = part_metrics(*waiting[0], extract)
+    part["complete"] = False
+    part["waiting"] = [f"{c.name} {c.split}" for _, c in waiting]
+    return TaskResult(part, console=describe_part(part))
 
 
 # The probe of each kind (the results schema names each kind's headline metric).
@@ -258,6 +293,10 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
         if done is not None:
             log.info("%s already holds complete results for this config (key %s): not recomputed", out.dir, key)
             return TaskResult({**done, "reused_results": True})
+    if extract.partition is not None:
+        part = _part_run(model, data, extract, probe, kind, reads)
+        if part is not None:
+            return part
     timer = StageTimer()
     stores = _Stores(model, extract, reads)
     with timer("stores", f"the {reads} stores of the train and eval sides"):

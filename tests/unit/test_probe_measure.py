@@ -17,6 +17,7 @@ from probing.config import (
     ModelConfig,
     ProbeConfig,
     ProbeKind,
+    Regimen,
 )
 from probing.errors import ProbingError
 from probing.probes.features import select_heads
@@ -101,3 +102,36 @@ def test_a_probe_is_fitted_with_several_seeds_and_reports_their_interval(tiny_mo
     assert table.loc["control_accuracy", "ci_low"] == pytest.approx(lo)
     again = _run(tiny_model_dir, tmp_path, "s3again", seeds=3).metrics
     assert again["seeds"]["values"] == spread["values"]  # the same seeds repeat the numbers
+
+
+def test_a_probe_run_as_parts_extracts_its_part_then_probes_the_whole_store(tiny_model_dir, tmp_path):
+    """task=probe with extract.partition: each job extracts its part and says which parts are left; the job
+    that completes the store probes it, with the numbers of a run on a store built at once."""
+    from dataclasses import replace
+
+    model, data, ext = _inputs(tiny_model_dir, tmp_path)
+    p = ProbeConfig(kind=ProbeKind.relation, linear=LinearFit(max_iter=200), seeds=1)
+    parts = OmegaConf.structured(replace(OmegaConf.to_object(ext), partitions=2, block_sentences=16))
+
+    def job(k, name):
+        parts.partition = k
+        return probe_task.run(model, data, parts, p, 0, RunOutput(tmp_path / name, Recorder()))
+
+    first = job(1, "part1")
+    assert first.metrics["complete"] is False and first.metrics["parts_pending"] == [0]
+    assert first.metrics["waiting"] == ["grammar seed0"] and "accuracy" not in first.metrics
+    assert "parts [0] are not done yet" in first.console
+    last = job(0, "part0")
+    whole = _run(tiny_model_dir, tmp_path / "once", "once")
+    assert last.metrics["accuracy"] == whole.metrics["accuracy"] and last.metrics["n_eval"] == whole.metrics["n_eval"]
+    assert last.metrics["macro_f1"] == whole.metrics["macro_f1"]
+
+
+def test_a_part_run_refuses_early_stopping_on_the_training_split_before_extracting(tiny_model_dir, tmp_path):
+    model, _, ext = _inputs(tiny_model_dir, tmp_path)
+    ext.partitions, ext.partition = 2, 0
+    p = ProbeConfig(kind=ProbeKind.distance, features="hidden", layer=1, dev_split="train", regimen=Regimen())
+    with pytest.raises(ProbingError, match="probe.dev_split=train is the training split"):
+        probe_task.run(model, DataConfig(kind=DataKind.ud_ewt, dir=str(tmp_path / "none")), ext, p, 0,
+                       RunOutput(tmp_path / "x", Recorder()))
+    assert not (tmp_path / "cache").exists()
