@@ -10,6 +10,7 @@ zeroed by the kernel on first touch, which costs system time on every batch. Kep
 from __future__ import annotations
 
 import math
+import os
 
 import torch
 
@@ -51,6 +52,36 @@ def release_free_memory() -> None:
         _trim(0)
 
 
+class ResidentCap:
+    """Keeps a loop's resident memory within ``slack_mb`` of where the last trim left it: :meth:`check` (once a
+    batch) reads the resident size and, when it has grown by more than the slack, hands the heap's free pages
+    back (:func:`release_free_memory`). Batches of new shapes leave freed blocks in glibc's heap that later
+    batches do not fit: the bytes in use stay flat while the resident size climbs with the number of batches.
+    Each trim costs page faults when the pages are used again. ``slack_mb`` None, a resident size that cannot
+    be read or an allocator that does not trim: nothing is done."""
+
+    def __init__(self, slack_mb: "float | None"):
+        self.slack = slack_mb
+        self.floor = resident_mb() if slack_mb is not None and _trim is not None else None
+
+    def check(self) -> None:
+        if self.floor is None:
+            return
+        now = resident_mb()
+        if now is not None and now > self.floor + self.slack:
+            release_free_memory()
+            self.floor = resident_mb()
+
+
+def resident_mb() -> "float | None":
+    """This process's resident memory now (Linux's /proc; None elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * _PAGE / 2**20
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def _malloc_trim():
     import ctypes
     import ctypes.util
@@ -62,3 +93,4 @@ def _malloc_trim():
 
 
 _trim = _malloc_trim()
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096

@@ -301,9 +301,13 @@ class ExtractConfig:
     # where the shared filesystem's locks do not hold across machines
     auto_merge: bool = True
     # false: task=heads keeps, instead of each measure's maps, what it needs of them (every head's pick for every
-    # word, and additive totals for patterns, head distances and trees), made during extraction: memory stays flat
-    # and the store small however large the corpus; the tables equal those of a run that kept the maps
+    # word, and additive totals for patterns, head distances and trees), made during extraction: no map outlives
+    # its batch and the store stays small however large the corpus; the tables equal those of a run that kept them
     keep_maps: bool = True
+    # hand freed heap pages back to the system whenever resident memory has grown this many MB since the last time
+    # (glibc): peak memory stays flat over a long extraction, for a few percent of its time; None: only between
+    # blocks of sentences
+    trim_mb: Optional[float] = None
 
 
 @dataclass

@@ -26,7 +26,7 @@ import torch
 from filelock import FileLock
 
 from probing.alignment import pool_attention, pool_layers
-from probing.buffers import Buffers, release_free_memory
+from probing.buffers import Buffers, ResidentCap, release_free_memory
 from probing.config import ExtractConfig, Measure, ModelConfig, Pooling, Representation, enum_value
 from probing.corpus import Corpus
 from probing.encoder import Encoder, Tokenized, length_batches, load_encoder, model_identity, model_label
@@ -454,7 +454,8 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequen
     bar = tqdm(total=sum(any(i not in d for d in done) for i in range(*span)), unit="sent", desc="extract",
                disable=not cfg.progress, dynamic_ncols=True)
     try:
-        written = _write_batches(encoder, corpus, targets, batches, done, writers, pooling, dtype, bar)
+        written = _write_batches(encoder, corpus, targets, batches, done, writers, pooling, dtype, bar,
+                                 ResidentCap(cfg.trim_mb))
     finally:
         bar.close()
         for w in writers:
@@ -508,11 +509,13 @@ def _sentences_to_extract(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, 
 
 def _write_batches(encoder: Encoder, corpus: Corpus, targets: Sequence[_Target],
                    batches: Iterable[Sequence[tuple[int, Tokenized]]], done: Sequence[dict],
-                   writers: Sequence[ShardWriter], pooling: Pooling, dtype: torch.dtype, bar: Any) -> int:
+                   writers: Sequence[ShardWriter], pooling: Pooling, dtype: torch.dtype, bar: Any,
+                   cap: ResidentCap) -> int:
     """Run ``batches`` through the encoder and hand each store the sentences it lacks; then write every store's
     last shard. Returns the number of sentences written to some store."""
     written = 0
     for batch in batches:
+        cap.check()
         need = {targets[k].measure: k for k, d in enumerate(done) if any(i not in d for i, _ in batch)}
         new = sum(any(i not in d for d in done) for i, _ in batch)
         written += new

@@ -12,7 +12,7 @@
 
 Every run gets its own cache in a temporary directory, removed at the end.
 Usage:
-    HF_HUB_OFFLINE=1 python experiments/bench/parts.py [--sizes 0.125,0.5,1,4] [--sections m,p,s]
+    HF_HUB_OFFLINE=1 python experiments/bench/parts.py [--sizes 0.125,0.5,1,4] [--sections m,p,s] [--trim-mb 64]
 
 Figures and findings: experiments/bench/README.md.
 """
@@ -60,7 +60,7 @@ def corpus_file(tmp: Path, size: float) -> tuple[Path, int | None]:
     return out, None
 
 
-def child(mode: str, path: str, limit: int | None, cache: str) -> None:
+def child(mode: str, path: str, limit: int | None, cache: str, trim_mb: float | None) -> None:
     """One run in this fresh process; prints a JSON line. ``heads``: the whole task, corpus and model loaded by
     it; the others are timed from after the corpus and the model are loaded."""
     import torch
@@ -81,7 +81,7 @@ def child(mode: str, path: str, limit: int | None, cache: str) -> None:
     base = resident_mb()
     cpu0, start = time.process_time(), time.perf_counter()
     if mode == "heads":
-        heads_task.run(model, data, ExtractConfig(cache_dir=cache, progress=False, keep_maps=False),
+        heads_task.run(model, data, ExtractConfig(cache_dir=cache, progress=False, trim_mb=trim_mb, keep_maps=False),
                        HeadsConfig(figures=False), 0, RunOutput(Path(cache) / "run", NoTracker()))
         sentences = words = None
     else:
@@ -91,22 +91,22 @@ def child(mode: str, path: str, limit: int | None, cache: str) -> None:
         base = resident_mb()
         cpu0, start = time.process_time(), time.perf_counter()
         if mode == "extract":
-            extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False))
+            extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False, trim_mb=trim_mb))
         elif mode == "stats":
-            extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False, keep_maps=False),
+            extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False, trim_mb=trim_mb, keep_maps=False),
                     statistics=statistics(corpus, HeadsConfig()))
         else:  # part-K-of-N
             k, n = (int(x) for x in mode.split("-")[1::2])
-            extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False, partitions=n, partition=k))
+            extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False, trim_mb=trim_mb, partitions=n, partition=k))
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu0
     size = sum(f.stat().st_size for f in Path(cache).rglob("shard-*") if f.is_file())
     print(json.dumps({"mode": mode, "sentences": sentences, "words": words, "seconds": seconds, "cpu": cpu,
                       "peak_rss_mb": rss_mb(), "loaded_rss_mb": base, "store_bytes": size}))
 
 
-def spawn(args: list[str], env: dict) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, __file__, "--child", *args], stdout=subprocess.PIPE, text=True,
-                            env=env)
+def spawn(args: list[str], env: dict, trim_mb: float | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, __file__, "--child", *args, str(trim_mb)], stdout=subprocess.PIPE,
+                            text=True, env=env)
 
 
 def result(p: subprocess.Popen) -> dict:
@@ -116,13 +116,13 @@ def result(p: subprocess.Popen) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def memory(tmp: Path, sizes: list[float], env: dict) -> None:
+def memory(tmp: Path, sizes: list[float], env: dict, trim_mb: float | None) -> None:
     for size in sizes:
         path, limit = corpus_file(tmp, size)
         runs = {}
         for mode in ("extract", "stats", "heads"):
             cache = tmp / f"cache-{mode}-{size}"
-            runs[mode] = result(spawn([mode, str(path), str(limit or 0), str(cache)], env))
+            runs[mode] = result(spawn([mode, str(path), str(limit or 0), str(cache)], env, trim_mb))
             shutil.rmtree(cache)
         h, s, e = runs["heads"], runs["stats"], runs["extract"]
         print(f"size {size:>5}  {s['sentences']:6d} sentences {s['words']:7d} words | keep_maps=false heads run: "
@@ -178,18 +178,19 @@ def main() -> None:
     ap.add_argument("--sizes", default="0.125,0.5,1,4")
     ap.add_argument("--sections", default="m,p,s")
     ap.add_argument("--bert-large-sentences", type=int, default=200)
-    ap.add_argument("--child", nargs=4, metavar=("MODE", "PATH", "LIMIT", "CACHE"), help=argparse.SUPPRESS)
+    ap.add_argument("--trim-mb", type=float, default=None, help="extract.trim_mb of every run of section m")
+    ap.add_argument("--child", nargs=5, metavar=("MODE", "PATH", "LIMIT", "CACHE", "TRIM"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        mode, path, limit, cache = args.child
-        child(mode, path, int(limit) or None, cache)
+        mode, path, limit, cache, trim = args.child
+        child(mode, path, int(limit) or None, cache, None if trim == "None" else float(trim))
         return
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     tmp = Path(tempfile.mkdtemp(prefix="probing-bench-parts-"))
     try:
         sections = args.sections.split(",")
         if "m" in sections:
-            memory(tmp, [float(s) for s in args.sizes.split(",")], env)
+            memory(tmp, [float(s) for s in args.sizes.split(",")], env, args.trim_mb)
         if "p" in sections:
             parts(tmp, env)
         if "s" in sections:

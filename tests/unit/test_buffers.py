@@ -64,3 +64,36 @@ def test_an_encoder_keeps_its_buffers_across_extractions(tiny_encoder, tmp_path)
     r = extract(tiny_encoder, corpus(), cfg(tmp_path / "b"))
     assert not r.reused and held > 0 and tiny_encoder.buffers.nbytes() == held
     assert tiny_encoder.buffers.take("pool_rows", (1,)).data_ptr() == ptr
+
+
+def test_resident_cap_trims_only_past_its_slack(monkeypatch):
+    """The cap hands memory back when the resident size has grown by more than the slack since the last trim,
+    and measures its new floor after each trim."""
+    import probing.buffers as buffers
+
+    readings = iter([100.0, 150.0, 170.0, 120.0, 180.0, 190.0, 110.0])
+    trims = []
+    monkeypatch.setattr(buffers, "resident_mb", lambda: next(readings))
+    monkeypatch.setattr(buffers, "release_free_memory", lambda: trims.append(True))
+    monkeypatch.setattr(buffers, "_trim", object())
+    cap = buffers.ResidentCap(64)
+    assert cap.floor == 100.0
+    cap.check()  # 150: within 100 + 64
+    assert not trims
+    cap.check()  # 170: past it, trimmed, the floor read again (120)
+    assert len(trims) == 1 and cap.floor == 120.0
+    cap.check()  # 180: within 120 + 64
+    assert len(trims) == 1
+    cap.check()  # 190: past it
+    assert len(trims) == 2 and cap.floor == 110.0
+    off = buffers.ResidentCap(None)  # no slack: never reads or trims
+    off.check()
+    assert off.floor is None and len(trims) == 2
+
+
+def test_extraction_under_a_resident_cap_stores_the_same_maps(tiny_encoder, tmp_path):
+    plain = extract(tiny_encoder, corpus(), cfg(tmp_path / "plain")).store
+    capped = extract(tiny_encoder, corpus(), cfg(tmp_path / "capped", trim_mb=0.0)).store  # trims every batch
+    assert list(plain.indices) == list(capped.indices)
+    for i in plain.indices:
+        assert plain.maps(i).tobytes() == capped.maps(i).tobytes()
