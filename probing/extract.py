@@ -12,6 +12,7 @@ each in a store keyed by its name.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
@@ -616,6 +617,9 @@ def ensure_store(model: ModelConfig, corpus: Corpus, cfg: ExtractConfig, reads: 
     whole store (``partial`` false) is refused in one line while other parts are not done."""
     report = extract(lambda: load_encoder(model), corpus, cfg, identity=model_identity(model),
                      model_name=model_label(model), reads=reads, statistics=statistics)
+    if report.extracted:  # the model loaded for it is gone: its memory goes back before the stores are read
+        gc.collect()
+        release_free_memory()
     if report.store is None and not partial:
         raise ProbingError(f"extract.partition={cfg.partition}: this part is extracted, parts "
                            f"{list(report.parts.pending)} of {cfg.partitions} are not; this task reads the whole "
