@@ -47,7 +47,8 @@ def release_free_memory() -> None:
     glibc returns only the top of its heap by itself, and after a large block is freed it serves blocks up to that
     size from the heap rather than mapping them apart: a long loop over batches of varying shapes then leaves
     freed pages scattered in the heap, and the process's resident memory climbs with the number of batches.
-    Called between blocks of sentences, this keeps it flat; the pages in use are untouched."""
+    Called between blocks of sentences, this brings the resident size back to what is in use (the peak within a
+    block still climbs: :class:`ResidentCap`); the pages in use are untouched."""
     if _trim is not None:
         _trim(0)
 

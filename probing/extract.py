@@ -75,7 +75,7 @@ class ExtractReport:
     seconds: float = 0.0
     stores: dict[Stored, ArrayStore] = field(default_factory=dict)
     parts: Optional[PartStatus] = None  # extract.partition set: the parts done and pending (of the first store)
-    built: tuple = ()  # the measures and representations whose stores this run extracted (the others were reused)
+    built: tuple[Stored, ...] = ()  # the measures and representations whose stores this run extracted
 
     @property
     def complete(self) -> bool:
