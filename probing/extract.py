@@ -231,7 +231,7 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
         identity, model_name = encoder.identity, encoder.name
     if identity is None or model_name is None:
         raise ValueError("extract() with an encoder loader needs identity and model_name")
-    _check_parts_config(cfg)
+    _check_settings(cfg)
     measures = measures_of(cfg)
     if reads is not None and stored(reads) not in measures:
         measures.append(stored(reads))
@@ -290,7 +290,7 @@ def merge_stores(model: ModelConfig, corpus: Corpus, cfg: ExtractConfig,
     """``task=merge``: every store of ``cfg`` complete, merging those whose ``extract.partitions`` parts are all
     done (each part checked against the store's fingerprint); the model is never loaded. A part not done is
     one :class:`ProbingError` line naming it."""
-    _check_parts_config(cfg)
+    _check_settings(cfg)
     n = cfg.partitions
     targets = _targets(model_identity(model), model_label(model), corpus, cfg, measures_of(cfg), statistics)
     stores = _complete_stores(targets, cfg.verify)
@@ -312,7 +312,10 @@ def merge_stores(model: ModelConfig, corpus: Corpus, cfg: ExtractConfig,
                          parts=PartStatus(n, tuple(range(n)), ()))
 
 
-def _check_parts_config(cfg: ExtractConfig) -> None:
+def _check_settings(cfg: ExtractConfig) -> None:
+    if cfg.trim_mb is not None and cfg.trim_mb < 0:
+        raise ProbingError(f"extract.trim_mb={cfg.trim_mb}: give the growth in MB (0 or more) after which freed "
+                           "memory is handed back, or null to hand it back only between blocks")
     if cfg.block_sentences < 1 or cfg.partitions < 1:
         raise ProbingError(f"extract.block_sentences={cfg.block_sentences} and extract.partitions={cfg.partitions} "
                            "must be at least 1")

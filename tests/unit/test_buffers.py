@@ -97,3 +97,13 @@ def test_extraction_under_a_resident_cap_stores_the_same_maps(tiny_encoder, tmp_
     assert list(plain.indices) == list(capped.indices)
     for i in plain.indices:
         assert plain.maps(i).tobytes() == capped.maps(i).tobytes()
+
+
+def test_a_negative_trim_is_refused_in_one_line_before_anything_is_written(tiny_encoder, tmp_path):
+    import pytest
+
+    from probing.errors import ProbingError
+
+    with pytest.raises(ProbingError, match=r"^extract.trim_mb=-1.0: give the growth in MB"):
+        extract(tiny_encoder, corpus(), cfg(tmp_path / "c", trim_mb=-1.0))
+    assert not (tmp_path / "c").exists() or not any((tmp_path / "c").iterdir())
