@@ -74,6 +74,19 @@ class ResidentCap:
             self.floor = resident_mb()
 
 
+def fix_mmap_threshold(mb: "float | None") -> bool:
+    """Have glibc map every block of at least ``mb`` MB apart, and unmap it when freed, for the rest of the
+    process (``mallopt(M_MMAP_THRESHOLD)``; nothing elsewhere, or with ``mb`` None).
+
+    By default glibc raises that threshold to the size of the largest mapped block freed so far (up to 32 MB) and
+    keeps twice as much free at the top of its heap: over a loop of batches of ever new shapes the threshold
+    climbs, more of the batches' temporaries come from the heap, and its freed blocks, scattered between live
+    ones, keep the resident size climbing with the number of batches. A fixed threshold of a few MB sends the
+    forward pass's large tensors to their own mappings, so the heap holds only the smaller ones. Returns whether
+    the allocator took it."""
+    return mb is not None and _mallopt is not None and _mallopt(_M_MMAP_THRESHOLD, int(mb * 2**20)) == 1
+
+
 def resident_mb() -> "float | None":
     """This process's resident memory now (Linux's /proc; None elsewhere)."""
     try:
@@ -83,15 +96,18 @@ def resident_mb() -> "float | None":
         return None
 
 
-def _malloc_trim():
+def _glibc(name: str):
     import ctypes
     import ctypes.util
 
     try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        return getattr(ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6"), name)
     except (OSError, AttributeError):  # not glibc (macOS, musl): its allocator does its own
         return None
 
 
-_trim = _malloc_trim()
+_trim = _glibc("malloc_trim")
+_mallopt = _glibc("mallopt")
+_M_MMAP_THRESHOLD = -3  # glibc's malloc.h
+MMAP_THRESHOLD_MAX_MB = 32  # glibc's own threshold climbs no higher on 64-bit systems
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096

@@ -27,7 +27,13 @@ import torch
 from filelock import FileLock
 
 from probing.alignment import pool_attention, pool_layers
-from probing.buffers import Buffers, ResidentCap, release_free_memory
+from probing.buffers import (
+    MMAP_THRESHOLD_MAX_MB,
+    Buffers,
+    ResidentCap,
+    fix_mmap_threshold,
+    release_free_memory,
+)
 from probing.config import ExtractConfig, Measure, ModelConfig, Pooling, Representation, enum_value
 from probing.corpus import Corpus
 from probing.encoder import Encoder, Tokenized, length_batches, load_encoder, model_identity, model_label
@@ -316,6 +322,10 @@ def _check_settings(cfg: ExtractConfig) -> None:
     if cfg.trim_mb is not None and cfg.trim_mb < 0:
         raise ProbingError(f"extract.trim_mb={cfg.trim_mb}: give the growth in MB (0 or more) after which freed "
                            "memory is handed back, or null to hand it back only between blocks")
+    m = cfg.mmap_threshold_mb
+    if m is not None and not 0 < m <= MMAP_THRESHOLD_MAX_MB:
+        raise ProbingError(f"extract.mmap_threshold_mb={m}: give a size in MB above 0 and at most "
+                           f"{MMAP_THRESHOLD_MAX_MB} (as high as glibc's own threshold goes), or null for glibc's own")
     if cfg.block_sentences < 1 or cfg.partitions < 1:
         raise ProbingError(f"extract.block_sentences={cfg.block_sentences} and extract.partitions={cfg.partitions} "
                            "must be at least 1")
@@ -435,6 +445,7 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequen
     entry)."""
     from tqdm.auto import tqdm
 
+    fix_mmap_threshold(cfg.mmap_threshold_mb)
     pooling = Pooling(cfg.pooling)
     store_dtype = str(enum_value(cfg.store_dtype))
     scans = [_scan(t.directory) for t in targets]

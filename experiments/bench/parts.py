@@ -12,7 +12,7 @@
 
 Every run gets its own cache in a temporary directory, removed at the end.
 Usage:
-    HF_HUB_OFFLINE=1 python experiments/bench/parts.py [--sizes 0.125,0.5,1,4] [--sections m,p,s] [--trim-mb 64]
+    HF_HUB_OFFLINE=1 python experiments/bench/parts.py [--sizes 0.125,0.5,1,4] [--sections m,p,s] [--trim-mb 64] [--mmap-threshold-mb null]
 
 Figures and findings: experiments/bench/README.md.
 """
@@ -60,7 +60,7 @@ def corpus_file(tmp: Path, size: float) -> tuple[Path, int | None]:
     return out, None
 
 
-def child(mode: str, path: str, limit: int | None, cache: str, trim_mb: float | None) -> None:
+def child(mode: str, path: str, limit: int | None, cache: str, memory: dict) -> None:
     """One run in this fresh process; prints a JSON line. ``heads``: the whole task, corpus and model loaded by
     it; the others are timed from after the corpus and the model are loaded."""
     import torch
@@ -74,6 +74,7 @@ def child(mode: str, path: str, limit: int | None, cache: str, trim_mb: float | 
     from probing.tasks.base import RunOutput
     from probing.tracking import NoTracker
 
+    memory = {k: v for k, v in memory.items() if v != "default"}  # the config's own where not given
     if mode.startswith("part"):
         torch.set_num_threads(1)
     data = DataConfig(kind=DataKind.conllu, path=path, split="train", limit=limit)
@@ -81,7 +82,7 @@ def child(mode: str, path: str, limit: int | None, cache: str, trim_mb: float | 
     base = resident_mb()
     cpu0, start = time.process_time(), time.perf_counter()
     if mode == "heads":
-        heads_task.run(model, data, ExtractConfig(cache_dir=cache, progress=False, trim_mb=trim_mb, keep_maps=False),
+        heads_task.run(model, data, ExtractConfig(cache_dir=cache, progress=False, keep_maps=False, **memory),
                        HeadsConfig(figures=False), 0, RunOutput(Path(cache) / "run", NoTracker()))
         sentences = words = None
     else:
@@ -91,21 +92,21 @@ def child(mode: str, path: str, limit: int | None, cache: str, trim_mb: float | 
         base = resident_mb()
         cpu0, start = time.process_time(), time.perf_counter()
         if mode == "extract":
-            extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False, trim_mb=trim_mb))
+            extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False, **memory))
         elif mode == "stats":
-            extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False, trim_mb=trim_mb, keep_maps=False),
+            extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False, keep_maps=False, **memory),
                     statistics=statistics(corpus, HeadsConfig()))
         else:  # part-K-of-N
             k, n = (int(x) for x in mode.split("-")[1::2])
-            extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False, trim_mb=trim_mb, partitions=n, partition=k))
+            extract(enc, corpus, ExtractConfig(cache_dir=cache, progress=False, partitions=n, partition=k, **memory))
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu0
     size = sum(f.stat().st_size for f in Path(cache).rglob("shard-*") if f.is_file())
     print(json.dumps({"mode": mode, "sentences": sentences, "words": words, "seconds": seconds, "cpu": cpu,
                       "peak_rss_mb": rss_mb(), "loaded_rss_mb": base, "store_bytes": size}))
 
 
-def spawn(args: list[str], env: dict, trim_mb: float | None = None) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, __file__, "--child", *args, str(trim_mb)], stdout=subprocess.PIPE,
+def spawn(args: list[str], env: dict, memory: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, __file__, "--child", *args, json.dumps(memory or {})], stdout=subprocess.PIPE,
                             text=True, env=env)
 
 
@@ -116,13 +117,13 @@ def result(p: subprocess.Popen) -> dict:
     return json.loads(out.strip().splitlines()[-1])
 
 
-def memory(tmp: Path, sizes: list[float], env: dict, trim_mb: float | None) -> None:
+def memory(tmp: Path, sizes: list[float], env: dict, settings: dict) -> None:
     for size in sizes:
         path, limit = corpus_file(tmp, size)
         runs = {}
         for mode in ("extract", "stats", "heads"):
             cache = tmp / f"cache-{mode}-{size}"
-            runs[mode] = result(spawn([mode, str(path), str(limit or 0), str(cache)], env, trim_mb))
+            runs[mode] = result(spawn([mode, str(path), str(limit or 0), str(cache)], env, settings))
             shutil.rmtree(cache)
         h, s, e = runs["heads"], runs["stats"], runs["extract"]
         print(f"size {size:>5}  {s['sentences']:6d} sentences {s['words']:7d} words | keep_maps=false heads run: "
@@ -178,19 +179,24 @@ def main() -> None:
     ap.add_argument("--sizes", default="0.125,0.5,1,4")
     ap.add_argument("--sections", default="m,p,s")
     ap.add_argument("--bert-large-sentences", type=int, default=200)
-    ap.add_argument("--trim-mb", type=float, default=None, help="extract.trim_mb of every run of section m")
-    ap.add_argument("--child", nargs=5, metavar=("MODE", "PATH", "LIMIT", "CACHE", "TRIM"), help=argparse.SUPPRESS)
+    ap.add_argument("--trim-mb", default="default", help="extract.trim_mb of every run of section m (null: off)")
+    ap.add_argument("--mmap-threshold-mb", default="default",
+                    help="extract.mmap_threshold_mb of every run of section m (null: glibc's own)")
+    ap.add_argument("--child", nargs=5, metavar=("MODE", "PATH", "LIMIT", "CACHE", "MEMORY"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        mode, path, limit, cache, trim = args.child
-        child(mode, path, int(limit) or None, cache, None if trim == "None" else float(trim))
+        mode, path, limit, cache, memory_settings = args.child
+        child(mode, path, int(limit) or None, cache, json.loads(memory_settings))
         return
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     tmp = Path(tempfile.mkdtemp(prefix="probing-bench-parts-"))
     try:
         sections = args.sections.split(",")
         if "m" in sections:
-            memory(tmp, [float(s) for s in args.sizes.split(",")], env, args.trim_mb)
+            settings = {k: v if v in ("default", "null") else float(v)
+                        for k, v in (("trim_mb", args.trim_mb), ("mmap_threshold_mb", args.mmap_threshold_mb))}
+            memory(tmp, [float(s) for s in args.sizes.split(",")], env,
+                   {k: None if v == "null" else v for k, v in settings.items()})
         if "p" in sections:
             parts(tmp, env)
         if "s" in sections:

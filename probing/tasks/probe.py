@@ -56,7 +56,7 @@ PROBE_FORMAT = 8
 # Extraction settings that never change the maps read (left out of the config key; ``measures`` only says which
 # other stores are built beside ``probe.measure``'s, which is in the key).
 _VOLATILE_EXTRACT = ("batch_size", "max_batch_tokens", "progress", "cache_dir", "shard_mb", "verify", "measures",
-                     "representations", "trim_mb")
+                     "representations", "trim_mb", "mmap_threshold_mb")
 
 
 def config_key(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: ProbeConfig, seed: int

@@ -107,3 +107,55 @@ def test_a_negative_trim_is_refused_in_one_line_before_anything_is_written(tiny_
     with pytest.raises(ProbingError, match=r"^extract.trim_mb=-1.0: give the growth in MB"):
         extract(tiny_encoder, corpus(), cfg(tmp_path / "c", trim_mb=-1.0))
     assert not (tmp_path / "c").exists() or not any((tmp_path / "c").iterdir())
+
+
+def test_extraction_fixes_glibcs_mmap_threshold_in_bytes(tiny_encoder, tmp_path, monkeypatch):
+    import probing.buffers as buffers
+
+    calls = []
+    monkeypatch.setattr(buffers, "_mallopt", lambda option, value: calls.append((option, value)) or 1)
+    extract(tiny_encoder, corpus(), cfg(tmp_path / "a", mmap_threshold_mb=4.0))
+    assert calls == [(-3, 4 * 2**20)]  # M_MMAP_THRESHOLD, as malloc.h numbers it
+    extract(tiny_encoder, corpus(), cfg(tmp_path / "b", mmap_threshold_mb=None))  # glibc's own: not touched
+    assert calls == [(-3, 4 * 2**20)]
+
+
+def test_with_the_threshold_fixed_a_block_above_it_is_mapped_apart_and_one_below_is_not():
+    """What glibc's own accounting shows: after ``fix_mmap_threshold(4)`` an 8 MB array is a mapping of its own
+    (counted in mallinfo2's mapped bytes while it lives, gone when freed), a 2 MB one comes from the heap."""
+    import ctypes
+
+    import pytest
+
+    import probing.buffers as buffers
+
+    if buffers._mallopt is None or buffers._glibc("mallinfo2") is None:
+        pytest.skip("not glibc 2.33 or later")
+
+    class Mallinfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
+                                                         "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+    info = buffers._glibc("mallinfo2")
+    info.restype = Mallinfo2
+    assert buffers.fix_mmap_threshold(4.0) and not buffers.fix_mmap_threshold(None)
+    before = info().hblkhd
+    big = np.ones(8 * 2**20, dtype=np.uint8)
+    assert info().hblkhd - before >= 8 * 2**20
+    del big
+    assert info().hblkhd == before
+    small = np.ones(2 * 2**20, dtype=np.uint8)
+    assert info().hblkhd == before
+    del small
+
+
+def test_an_mmap_threshold_out_of_range_is_refused_in_one_line(tiny_encoder, tmp_path):
+    import pytest
+
+    from probing.errors import ProbingError
+
+    for mb in (0.0, 33.0):
+        with pytest.raises(ProbingError, match=rf"^extract.mmap_threshold_mb={mb}: give a size in MB above 0 and "
+                                               r"at most 32 \(as high as glibc's own threshold goes\), or null"):
+            extract(tiny_encoder, corpus(), cfg(tmp_path / "c", mmap_threshold_mb=mb))
+    assert not (tmp_path / "c").exists() or not any((tmp_path / "c").iterdir())
