@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
+_DRAW_CELLS = 2**20  # sentence draws made at once: 8 MB of int64, and as much for their counts
+
 
 def resample_counts(n_sentences: int, n_resamples: int, seed: int, block: int = 64,
                     sentence_major: bool = False) -> np.ndarray:
     """``(n_resamples, n_sentences)`` uint8 multinomial counts: row r says how many times resample r drew
-    each sentence (rows sum to ``n_sentences``). Drawn in blocks to keep the int64 temporaries small.
+    each sentence (rows sum to ``n_sentences``). Drawn ``block`` resamples at a time, fewer where the corpus is
+    large, so that the int64 temporaries stay within ``_DRAW_CELLS`` draws however many sentences (the generator
+    gives the same stream however it is cut, so the counts do not depend on the blocks).
     ``sentence_major``: the same counts as ``(n_sentences, n_resamples)``, filled in place (no second copy for
     the transpose, which for a million-word corpus is tens of megabytes).
     """
@@ -22,11 +26,13 @@ def resample_counts(n_sentences: int, n_resamples: int, seed: int, block: int = 
     if n_resamples == 0 or n_sentences == 0:
         return out
     rng = np.random.default_rng(seed)
+    block = max(1, min(block, _DRAW_CELLS // n_sentences))
     for start in range(0, n_resamples, block):
         k = min(block, n_resamples - start)
         # S uniform draws with replacement per resample, counted per sentence: a multinomial, several
         # times faster than rng.multinomial over S categories
-        draw = rng.integers(0, n_sentences, size=(k, n_sentences)) + np.arange(k)[:, None] * n_sentences
+        draw = rng.integers(0, n_sentences, size=(k, n_sentences))
+        draw += np.arange(k)[:, None] * n_sentences
         counts = np.bincount(draw.ravel(), minlength=k * n_sentences).reshape(k, n_sentences)
         del draw
         if counts.max() > 255:  # practically impossible (about Poisson(1) counts); be exact anyway

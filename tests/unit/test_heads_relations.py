@@ -163,3 +163,15 @@ def test_perfect_head_has_a_degenerate_interval_and_beats_a_weak_baseline(data):
                 & (table.direction == "dep_to_head")].iloc[0]
     assert det["ci_low"] == det["ci_high"] == 1.0
     assert det["gain_ci_low"] > 0 and det["gain"] == pytest.approx(1.0 - det["baseline_accuracy"])
+
+
+def test_resample_counts_do_not_depend_on_how_many_draws_are_made_at_once(monkeypatch):
+    """A large corpus draws fewer resamples at a time (bounded temporaries); the counts are the same bits."""
+    import probing.stats.bootstrap as bootstrap
+
+    whole = resample_counts(17, 150, seed=4)
+    monkeypatch.setattr(bootstrap, "_DRAW_CELLS", 17 * 3 + 5)  # three resamples a block, the last block two
+    assert np.array_equal(bootstrap.resample_counts(17, 150, seed=4), whole)
+    assert np.array_equal(bootstrap.resample_counts(17, 150, seed=4, sentence_major=True), whole.T)
+    monkeypatch.setattr(bootstrap, "_DRAW_CELLS", 1)  # fewer cells than sentences: one resample at a time
+    assert np.array_equal(bootstrap.resample_counts(17, 150, seed=4), whole)
