@@ -120,33 +120,45 @@ def test_extraction_fixes_glibcs_mmap_threshold_in_bytes(tiny_encoder, tmp_path,
     assert calls == [(-3, 4 * 2**20)]
 
 
+_MAPPED = """
+import ctypes, sys
+import numpy as np
+import probing.buffers as buffers
+
+class Mallinfo2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_size_t) for n in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                               "fsmblks", "uordblks", "fordblks", "keepcost")]
+
+info = buffers._glibc("mallinfo2")
+if buffers._mallopt is None or info is None:
+    sys.exit(3)
+info.restype = Mallinfo2
+assert buffers.fix_mmap_threshold(float(sys.argv[1])) and not buffers.fix_mmap_threshold(None)
+before = info().hblkhd
+big = np.ones(8 * 2**20, dtype=np.uint8)
+during = info().hblkhd - before
+del big
+after = info().hblkhd - before
+small = np.ones(2 * 2**20, dtype=np.uint8)
+print(during, after, info().hblkhd - before)
+"""
+
+
 def test_with_the_threshold_fixed_a_block_above_it_is_mapped_apart_and_one_below_is_not():
-    """What glibc's own accounting shows: after ``fix_mmap_threshold(4)`` an 8 MB array is a mapping of its own
-    (counted in mallinfo2's mapped bytes while it lives, gone when freed), a 2 MB one comes from the heap."""
-    import ctypes
+    """What glibc's own accounting shows in a fresh process (a heap with a large free block would serve both):
+    after ``fix_mmap_threshold(4)`` an 8 MB array is a mapping of its own (counted in mallinfo2's mapped bytes
+    while it lives, gone when freed), a 2 MB one comes from the heap."""
+    import subprocess
+    import sys
 
     import pytest
 
-    import probing.buffers as buffers
-
-    if buffers._mallopt is None or buffers._glibc("mallinfo2") is None:
+    run = subprocess.run([sys.executable, "-c", _MAPPED, "4"], capture_output=True, text=True)
+    if run.returncode == 3:
         pytest.skip("not glibc 2.33 or later")
-
-    class Mallinfo2(ctypes.Structure):
-        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd",
-                                                         "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
-
-    info = buffers._glibc("mallinfo2")
-    info.restype = Mallinfo2
-    assert buffers.fix_mmap_threshold(4.0) and not buffers.fix_mmap_threshold(None)
-    before = info().hblkhd
-    big = np.ones(8 * 2**20, dtype=np.uint8)
-    assert info().hblkhd - before >= 8 * 2**20
-    del big
-    assert info().hblkhd == before
-    small = np.ones(2 * 2**20, dtype=np.uint8)
-    assert info().hblkhd == before
-    del small
+    assert run.returncode == 0, run.stderr
+    during, after, small = (int(x) for x in run.stdout.split())
+    assert during >= 8 * 2**20 and after == 0 and small == 0
 
 
 def test_an_mmap_threshold_out_of_range_is_refused_in_one_line(tiny_encoder, tmp_path):
