@@ -333,9 +333,7 @@ class StatisticsStore(ArrayStore):
             raise StoreError(f"{self.dir}: not a statistics store (no statistics in its manifest); delete the "
                              "directory to rebuild it")
 
-    @property
-    def stochastic(self) -> bool:
-        return Measure(self.measure).stochastic
+    stochastic = AttentionStore.stochastic  # kept from the same measure's maps
 
     def pointers(self, i: int) -> np.ndarray:
         """Sentence i's record, read from its shard (not mapped: an analysis reads the records of a whole
