@@ -15,6 +15,7 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 import pandas as pd
 
+from probing.buffers import release_free_memory
 from probing.config import Direction, LabelSet
 from probing.corpus import Corpus
 from probing.corpus.sentence import base_relation
@@ -157,6 +158,8 @@ def count_relations(store: AttentionStore, corpus: Corpus, indices: Optional[Seq
         data = np.concatenate(parts)
         parts.clear()  # the blocks' copies go before the group is summed
         acc.add(np.concatenate(rows), np.concatenate(ns), data)
+        del data
+        release_free_memory()  # the group's temporaries, scattered through the heap, before the next group's
     as_is = acc.result()
     out = {LabelSet.as_is: as_is, LabelSet.base: collapse(as_is)}
     return {ls: out[ls] for ls in label_sets}
