@@ -256,13 +256,18 @@ def extract(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg: Extra
         todo = _still_missing(missing, cfg.verify, stores)  # another process may have built them meanwhile
         if not todo:
             return ExtractReport(stores[first], reused=True, stores=stores)
-        if not isinstance(encoder, Encoder):
+        loaded = not isinstance(encoder, Encoder)
+        if loaded:
             try:
                 encoder = encoder()
             except ModelLoadError:
                 _remove_empty([t.directory for t in todo])  # a model that cannot load leaves no trace
                 raise
-        report = _build(encoder, corpus, cfg, todo)
+        try:
+            report = _build(encoder, corpus, cfg, todo)
+        finally:
+            encoder = None  # a model loaded here goes now, not when the caller is done with the stores
+            _release_pass(loaded)
     report.built = tuple(report.stores)
     stores.update(report.stores)
     report.stores = {t.measure: stores[t.measure] for t in targets}
@@ -354,10 +359,14 @@ def _extract_part(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg:
             t.directory.mkdir(parents=True, exist_ok=True)
             locks.enter_context(FileLock(str(t.directory) + ".lock"))
         todo = [t for t in parts if not (t.directory / MANIFEST).is_file()]
+        loaded = not isinstance(encoder, Encoder)
         if todo:
-            if not isinstance(encoder, Encoder):
+            if loaded:
                 encoder = encoder()
-            report = _build(encoder, corpus, cfg, todo, span, _part_entry(cfg, span))
+            try:
+                report = _build(encoder, corpus, cfg, todo, span, _part_entry(cfg, span))
+            finally:
+                encoder = None
             log.info("part %d of %d (sentences %d-%d): %d sentences extracted", k, n, span[0], span[1] - 1,
                      report.extracted)
     for t in missing:
@@ -369,6 +378,8 @@ def _extract_part(encoder: Encoder | Callable[[], Encoder], corpus: Corpus, cfg:
                 store = open_store(t.directory, t.measure, t.statistics is not None)
         if store is not None:
             stores[t.measure] = store
+    if todo:  # only now, so that the merge check follows this part's manifest closely (a part that finished
+        _release_pass(loaded)  # in between would merge too, and both runs would find the store whole)
     report.parts = part_status(missing[0].directory, n) if first not in stores else PartStatus(n, tuple(range(n)), ())
     report.stores = {t.measure: stores[t.measure] for t in targets if t.measure in stores}
     report.store = stores.get(first)
@@ -475,13 +486,20 @@ def _build(encoder: Encoder, corpus: Corpus, cfg: ExtractConfig, targets: Sequen
         bar.close()
         for w in writers:
             w.drain()
-        release_free_memory()  # the pass's freed temporaries go back before the stores are read
     seconds = time.perf_counter() - start
     stores = {t.measure: _finish_store(t, encoder, corpus, store_dtype, skipped_rows, seconds, part)
               for t in targets}
     first = stores[targets[0].measure]
     return ExtractReport(first, reused=False, extracted=written, resumed_from=resumed, seconds=seconds,
                          stores=stores)
+
+
+def _release_pass(loaded: bool) -> None:
+    """After a pass, before its stores are read: the heap's free pages go back to the system, the pass's
+    temporaries and, with ``loaded``, those of the model this call loaded and has dropped."""
+    if loaded:
+        gc.collect()  # a model's modules sit in reference cycles
+    release_free_memory()
 
 
 def _scan(directory: Path) -> ShardScan:
@@ -631,9 +649,6 @@ def ensure_store(model: ModelConfig, corpus: Corpus, cfg: ExtractConfig, reads: 
     whole store (``partial`` false) is refused in one line while other parts are not done."""
     report = extract(lambda: load_encoder(model), corpus, cfg, identity=model_identity(model),
                      model_name=model_label(model), reads=reads, statistics=statistics)
-    if report.extracted:  # the model loaded for it is gone: its memory goes back before the stores are read
-        gc.collect()
-        release_free_memory()
     if report.store is None and not partial:
         raise ProbingError(f"extract.partition={cfg.partition}: this part is extracted, parts "
                            f"{list(report.parts.pending)} of {cfg.partitions} are not; this task reads the whole "
