@@ -17,7 +17,7 @@ import pandas as pd
 
 from probing.config import Direction
 from probing.corpus import Corpus
-from probing.heads.cle import chu_liu_edmonds_batch
+from probing.heads.spanning import chu_liu_edmonds_batch, prim_batch
 from probing.progress import progress
 from probing.store import AttentionStore
 
@@ -45,26 +45,9 @@ def max_arborescences(scores: np.ndarray, root: int) -> np.ndarray:
 
 
 def undirected_mst(weights: np.ndarray) -> np.ndarray:
-    """Prim's maximum spanning tree for a batch of symmetric ``(G, n, n)`` weights -> ``(G, n-1, 2)``
-    edges, vectorised over the batch (the loop is over the n-1 steps)."""
-    g, n, _ = weights.shape
-    edges = np.zeros((g, max(n - 1, 0), 2), dtype=np.int64)
-    if n < 2:
-        return edges
-    in_tree = np.zeros((g, n), dtype=bool)
-    in_tree[:, 0] = True
-    best = weights[:, 0, :].astype(np.float64)
-    parent = np.zeros((g, n), dtype=np.int64)
-    batch = np.arange(g)
-    for step in range(n - 1):
-        j = np.where(in_tree, -np.inf, best).argmax(axis=1)  # the best outside node, leftmost on ties
-        edges[:, step, 0], edges[:, step, 1] = parent[batch, j], j
-        in_tree[batch, j] = True
-        w = weights[batch, j, :]
-        better = (w > best) & ~in_tree
-        best = np.where(better, w, best)
-        parent = np.where(better, j[:, None], parent)
-    return edges
+    """Prim's maximum spanning tree for a batch of symmetric ``(G, n, n)`` weights -> ``(G, n-1, 2)`` edges
+    (parent, node) in the order they join the tree from node 0, ties to the leftmost node."""
+    return prim_batch(np.ascontiguousarray(weights, dtype=np.float64))
 
 
 def edge_keys(a: np.ndarray, b: np.ndarray, n: int) -> np.ndarray:
