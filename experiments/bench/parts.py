@@ -197,10 +197,9 @@ def main() -> None:
     try:
         sections = args.sections.split(",")
         if "m" in sections:
-            settings = {k: v if v in ("default", "null") else float(v)
+            settings = {k: v if v == "default" else None if v == "null" else float(v)
                         for k, v in (("trim_mb", args.trim_mb), ("mmap_threshold_mb", args.mmap_threshold_mb))}
-            memory(tmp, [float(s) for s in args.sizes.split(",")], env,
-                   {k: None if v == "null" else v for k, v in settings.items()})
+            memory(tmp, [float(s) for s in args.sizes.split(",")], env, settings)
         if "p" in sections:
             parts(tmp, env)
         if "s" in sections:
