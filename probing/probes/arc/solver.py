@@ -33,6 +33,9 @@ WARM_MIN_ROWS = 4 * HESSIAN_ROWS  # candidate rows from which the warm start pay
 WARM_TOL_FACTOR = 10.0  # the warm start is only a starting point: a looser gradient tolerance
 _ARMIJO = 1e-4
 _MAX_HALVINGS = 30
+# Scores are float32 products of float32 weights, so the loss is known to about float32's precision: a
+# Newton step whose predicted decrease is below this share of the loss cannot be judged by the loss
+_LOSS_RESOLUTION = 8 * float(np.finfo(np.float32).eps)
 
 
 @dataclass(frozen=True)
@@ -224,6 +227,16 @@ def _backtrack(step: float, f0: float, slope: float, f_step: float) -> float:
     return float(min(max(t, 0.1 * step), 0.5 * step))
 
 
+def _unresolved_step_helps(step: float, slope: float, before: Evaluation, after: Evaluation) -> bool:
+    """A full Newton step so close to the optimum that its predicted decrease ``-slope`` is below the loss's
+    float32 resolution: the loss cannot tell it from a worse point, so the step is judged by the gradient it
+    leaves (accepted when the largest gradient component shrinks). Without this a fit stalls a step short of
+    its tolerance wherever the BLAS kernel's rounding makes that last loss come out no lower."""
+    if step != 1.0 or -slope > _LOSS_RESOLUTION * max(1.0, abs(before.loss)):
+        return False
+    return float(np.max(np.abs(after.grad))) < float(np.max(np.abs(before.grad)))
+
+
 def warm_start_rows(data: ArcBlocks) -> np.ndarray | None:
     """Dependents of a seeded sample of :data:`WARM_SHARE` of the sentences, when the data is big enough for a
     first fit on them to pay (a few full passes then finish the job); else None."""
@@ -278,9 +291,10 @@ def _newton(data: ArcBlocks, golds: np.ndarray, alpha: float, max_iter: int, tol
             still = []
             for p, th, ev in zip(pending, trial, evaluate(data, trial, golds[pending], alpha)):
                 slope = float(evs[p].grad @ dirs[p])
-                armijo = ev.loss <= evs[p].loss + _ARMIJO * steps[p] * slope
-                if armijo or halvings >= _MAX_HALVINGS:
-                    if ev.loss < evs[p].loss:
+                accept = (ev.loss <= evs[p].loss + _ARMIJO * steps[p] * slope
+                          or _unresolved_step_helps(steps[p], slope, evs[p], ev))
+                if accept or halvings >= _MAX_HALVINGS:
+                    if accept or ev.loss < evs[p].loss:
                         thetas[p], evs[p] = th, ev
                     else:  # no decrease left along the Newton direction: the loss is flat at float precision
                         stalled[p] = True
