@@ -184,6 +184,20 @@ class Multiplicity(Choice):
     none = "none"
 
 
+class Detector(Choice):
+    """A kind of head tested at word level (:mod:`probing.heads.detectors`): where its attention mass goes, beside
+    the mass a head without that preference would put there. ``next`` is left out for causal models (unreachable);
+    ``induction`` reads its own sequences (a random word sequence repeated twice)."""
+
+    previous = "previous"
+    next = "next"
+    self = "self"
+    first = "first"
+    punctuation = "punctuation"
+    duplicate = "duplicate"
+    induction = "induction"
+
+
 class StoreDtype(Choice):
     float16 = "float16"
     float32 = "float32"
@@ -227,6 +241,9 @@ class ModelConfig:
     # 2019), seeded by ``seed``; part of the model's identity, so its stores never mix with the trained model's
     random_init: bool = False
     init_seed: int = 0  # the fresh weights' seed (random_init only)
+    # where a bundled GGUF checkpoint (model=smollm2_q4) is kept dequantised, converted on first use
+    # (null: $PROBING_MODEL_CACHE, else ~/.cache/probing/models)
+    gguf_cache: Optional[str] = None
 
 
 @dataclass
@@ -383,6 +400,15 @@ class HeadsConfig(BootstrapSettings):
     distance_sentences: Optional[int] = 300  # the corpus's first N sentences (None: all); O(heads^2) per word
     trees: bool = True
     tree_sentences: Optional[int] = 500  # the corpus's first N sentences (None: all); CLE runs per head
+    # head detectors (probing.heads.detectors): every head's mean attention to the previous / next word, itself,
+    # the first word, punctuation, earlier copies of its word, and (induction) the word after the first copy of its
+    # word in a repeated random sequence, each beside its null, with a bootstrap interval and a test adjusted
+    # across heads (multiplicity, alpha); the detectors table
+    detectors: bool = True
+    # induction: this many random word sequences of the corpus's words (seeded by the run's seed), each of
+    # induction_words[0]..induction_words[1] words, repeated twice, extracted through the model (0: no induction)
+    induction_sequences: int = 100
+    induction_words: List[int] = field(default_factory=lambda: [10, 20])
     figures: bool = True
     chunk_words: int = 10000  # words whose per-sentence counts are summed together (bootstrap batch)
     block_mb: float = 4.0  # maps read and scored at a time (cache-sized)

