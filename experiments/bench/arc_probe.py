@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -28,7 +29,7 @@ import time
 import numpy as np
 
 
-def one(method: str, limit: int | None) -> dict:
+def one(method: str, limit: int | None, ewt: str) -> dict:
     from omegaconf import OmegaConf
     from scipy.optimize import minimize
 
@@ -42,8 +43,7 @@ def one(method: str, limit: int | None) -> dict:
     from probing.tasks.probe import _Stores, load_splits
 
     cfg = OmegaConf.structured(RunConfig(probe=ProbeConfig()))
-    cfg.data = OmegaConf.merge(cfg.data, {"name": "ud_ewt", "kind": "ud_ewt",
-                                          "dir": "../shared/data/ud_english_ewt"})
+    cfg.data = OmegaConf.merge(cfg.data, {"name": "ud_ewt", "kind": "ud_ewt", "dir": ewt})
     cfg.probe.kind = ProbeKind.arc
     cfg.extract.progress = False
     pc = cfg.probe
@@ -93,14 +93,16 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--limit", type=int, default=None, help="training sentences (default: all)")
     ap.add_argument("--methods", default="memory_lbfgs,store_newton")
+    ap.add_argument("--dir", default=os.environ.get("UD_EWT_DIR"), required=not os.environ.get("UD_EWT_DIR"),
+                    help="the UD English EWT folder (default: $UD_EWT_DIR)")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(one(args.child, args.limit)))
+        print(json.dumps(one(args.child, args.limit, args.dir)))
         return
     rows = []
     for method in args.methods.split(","):
-        cmd = [sys.executable, __file__, "--child", method] + (["--limit", str(args.limit)] if args.limit else [])
+        cmd = [sys.executable, __file__, "--child", method, "--dir", args.dir] + (["--limit", str(args.limit)] if args.limit else [])
         start = time.perf_counter()
         got = subprocess.run(cmd, capture_output=True, text=True, check=True)
         row = json.loads(got.stdout.strip().splitlines()[-1])

@@ -7,7 +7,7 @@
 
 Each mode runs in its own subprocess so its peak RSS is its own; imports and model loading are not timed.
 Usage:
-    HF_HUB_OFFLINE=1 python experiments/bench/extract.py [--dir ../shared/data/ud_english_ewt] [--limit N]
+    HF_HUB_OFFLINE=1 python experiments/bench/extract.py [--dir PATH/TO/UD_English-EWT] [--limit N]
 
 Figures and findings: experiments/bench/README.md.
 """
@@ -23,8 +23,6 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 def load(dir_: str, limit: int | None):
@@ -145,7 +143,8 @@ def child(mode: str, dir_: str, limit: int | None) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dir", default=str(REPO.parent / "shared" / "data" / "ud_english_ewt"))
+    ap.add_argument("--dir", default=os.environ.get("UD_EWT_DIR"), required=not os.environ.get("UD_EWT_DIR"),
+                    help="the UD English EWT folder (default: $UD_EWT_DIR)")
     ap.add_argument("--limit", type=int, default=None, help="first N sentences of dev (default: all 2,001)")
     ap.add_argument("--repeat", type=int, default=2,
                     help="runs of (c) and (b), alternating; the fastest of each is reported (default 2)")

@@ -87,7 +87,8 @@ def child(model: str, mode: str, dir_: str, limit: int) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--dir", default=str(REPO.parent / "shared" / "data" / "ud_english_ewt"))
+    ap.add_argument("--dir", default=os.environ.get("UD_EWT_DIR"), required=not os.environ.get("UD_EWT_DIR"),
+                    help="the UD English EWT folder (default: $UD_EWT_DIR)")
     ap.add_argument("--limit", type=int, default=500, help="first N sentences of EWT dev (default 500)")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--models", default="bert_large,smollm2")

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -27,7 +28,6 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
 DIRECTIONS = ("dep_to_head", "head_to_dep")
 OFFSETS = (-3, -2, -1, 1, 2, 3)
 
@@ -126,7 +126,8 @@ def rss_child(args: argparse.Namespace) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--split", default="train")
-    ap.add_argument("--data-dir", default=str(ROOT.parent / "shared" / "data" / "ud_english_ewt"))
+    ap.add_argument("--data-dir", default=os.environ.get("UD_EWT_DIR"), required=not os.environ.get("UD_EWT_DIR"),
+                    help="the UD English EWT folder (default: $UD_EWT_DIR)")
     ap.add_argument("--resamples", type=int, default=1000)
     ap.add_argument("--loop-sentences", type=int, default=None, help="default: the whole split")
     ap.add_argument("--fractions", default="0.125,0.25,0.5,1.0")

@@ -28,7 +28,8 @@ from pathlib import Path
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=None, help="first N dev sentences (default: all 2001)")
-    ap.add_argument("--dir", default=os.environ.get("UD_EWT_DIR", "../shared/data/ud_english_ewt"))
+    ap.add_argument("--dir", default=os.environ.get("UD_EWT_DIR"), required=not os.environ.get("UD_EWT_DIR"),
+                    help="the UD English EWT folder (default: $UD_EWT_DIR)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--replicas", type=int, nargs="+", default=[1, 12])

@@ -29,7 +29,8 @@ LISTS = [["attention"], ["attention", "norm"], ["attention", "norm", "norm_layer
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=200)
-    ap.add_argument("--dir", default=os.environ.get("UD_EWT_DIR", "../shared/data/ud_english_ewt"))
+    ap.add_argument("--dir", default=os.environ.get("UD_EWT_DIR"), required=not os.environ.get("UD_EWT_DIR"),
+                    help="the UD English EWT folder (default: $UD_EWT_DIR)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-value-zeroing", action="store_true", help="skip the slow value-zeroing list")

@@ -33,7 +33,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(REPO)]  # this checkout's probing, whatever is installed
-EWT = REPO.parent / "shared" / "data" / "ud_english_ewt"
+EWT = Path(os.environ.get("UD_EWT_DIR") or ".")  # the UD English EWT folder (main() requires the variable)
 
 
 def rss_mb() -> float:
@@ -188,6 +188,8 @@ def main() -> None:
                     help="extract.mmap_threshold_mb of every run of section m (null: glibc's own)")
     ap.add_argument("--child", nargs=5, metavar=("MODE", "PATH", "LIMIT", "CACHE", "MEMORY"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if not os.environ.get("UD_EWT_DIR"):
+        ap.error("set UD_EWT_DIR to the UD English EWT folder (en_ewt-ud-{train,dev,test}.conllu)")
     if args.child:
         mode, path, limit, cache, memory_settings = args.child
         child(mode, path, int(limit) or None, cache, json.loads(memory_settings))

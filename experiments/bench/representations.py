@@ -33,7 +33,8 @@ CONFIGS = {"attention": [], "hidden": ["hidden"], "heads": ["heads"], "hidden+he
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=1000, help="first N sentences of EWT train")
-    ap.add_argument("--dir", default=os.environ.get("UD_EWT_DIR", "../shared/data/ud_english_ewt"))
+    ap.add_argument("--dir", default=os.environ.get("UD_EWT_DIR"), required=not os.environ.get("UD_EWT_DIR"),
+                    help="the UD English EWT folder (default: $UD_EWT_DIR)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=32)

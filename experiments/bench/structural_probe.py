@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -68,6 +69,8 @@ def main() -> None:
     ap.add_argument("--max-epochs", type=int, default=None, help="cap the epochs (default: the regimen's 40)")
     ap.add_argument("--compare", metavar="REV", default=None,
                     help="also fit with probing/probes/structural/probe.py of git commit REV (before the current code)")
+    ap.add_argument("--dir", default=os.environ.get("UD_EWT_DIR"), required=not os.environ.get("UD_EWT_DIR"),
+                    help="the UD English EWT folder (default: $UD_EWT_DIR)")
     args = ap.parse_args()
     import logging
 
@@ -93,8 +96,7 @@ def main() -> None:
     from probing.tasks.probe import _Stores, load_dev_split, load_splits
 
     cfg = OmegaConf.structured(RunConfig(probe=ProbeConfig()))
-    cfg.data = OmegaConf.merge(cfg.data, {"name": "ud_ewt", "kind": "ud_ewt",
-                                          "dir": "../shared/data/ud_english_ewt"})
+    cfg.data = OmegaConf.merge(cfg.data, {"name": "ud_ewt", "kind": "ud_ewt", "dir": args.dir})
     cfg.probe.kind = ProbeKind(args.kind)
     cfg.probe.features = Features.hidden
     cfg.probe.layer = args.layer

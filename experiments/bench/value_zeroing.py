@@ -150,7 +150,8 @@ def memory(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dir", default=os.environ.get("UD_EWT_DIR", "/work/shared/data/ud_english_ewt"))
+    ap.add_argument("--dir", default=os.environ.get("UD_EWT_DIR"), required=not os.environ.get("UD_EWT_DIR"),
+                    help="the UD English EWT folder (default: $UD_EWT_DIR)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--per-bin", type=int, default=32)
     ap.add_argument("--repeat", type=int, default=2)

@@ -212,7 +212,8 @@ def maps_table(stats: dict[str, list[tuple[float, float, float]]], diagonal: dic
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--dir", default=os.environ.get("UD_EWT_DIR", "/work/shared/data/ud_english_ewt"))
+    ap.add_argument("--dir", default=os.environ.get("UD_EWT_DIR"), required=not os.environ.get("UD_EWT_DIR"),
+                    help="the UD English EWT folder (default: $UD_EWT_DIR)")
     ap.add_argument("--sample", type=int, default=None, help="a seeded sample of this many sentences (default: all)")
     ap.add_argument("--blank", choices=["remove", "mask"], default="remove")
     ap.add_argument("--device", default="cpu")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import matplotlib
@@ -561,8 +562,8 @@ def mdl_figure(per: pd.DataFrame, path: Path, n_sent: list[int]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("results", type=Path, help="the results dir holding the runs named above")
-    ap.add_argument("--data-dir", type=Path, default=Path("../shared/data/ud_english_ewt"),
-                    help="UD EWT, for the linear-chain baselines on test")
+    ap.add_argument("--data-dir", type=Path, default=os.environ.get("UD_EWT_DIR"), required=not os.environ.get("UD_EWT_DIR"),
+                    help="the UD English EWT folder, for the linear-chain baselines on test (default: $UD_EWT_DIR)")
     ap.add_argument("--cache", default="results/cache", help="the corpus cache (extract.cache_dir)")
     ap.add_argument("--out", type=Path, default=HERE)
     args = ap.parse_args()

@@ -75,7 +75,7 @@ def load_corpus(cfg, split: Optional[str] = None) -> Corpus:
         corpus = read_conllu(absolute(cfg.path), split=split, strict=cfg.strict)
     elif kind == "ud_ewt":
         if not cfg.dir:
-            raise CorpusError(f"data=ud_ewt needs data.dir. {UD_EWT_HINT}")
+            raise CorpusError(f"data=ud_ewt needs data.dir (or UD_EWT_DIR). {UD_EWT_HINT}")
         path = ud_ewt_path(absolute(cfg.dir), split)
         corpus = read_conllu(path, split=split, strict=cfg.strict, name="ud_ewt")
     elif kind == "ud":

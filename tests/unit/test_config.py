@@ -65,8 +65,32 @@ def test_bad_enum_value_fails():
     assert "pooling" in str(e.value) + str(e.value.__cause__)
 
 
-def test_ud_ewt_path_is_relative_and_overridable(monkeypatch):
+def test_ud_ewt_has_no_default_folder_and_takes_the_variable(monkeypatch):
+    monkeypatch.delenv("UD_EWT_DIR", raising=False)
     cfg = make(["data=ud_ewt", "data.split=test"])
-    assert not Path(cfg.data.dir).is_absolute() and cfg.data.split == "test"
+    assert cfg.data.dir is None and cfg.data.split == "test"
     monkeypatch.setenv("UD_EWT_DIR", "/elsewhere")
     assert make(["data=ud_ewt"]).data.dir == "/elsewhere"
+
+
+def test_no_data_preset_defaults_to_a_folder_outside_the_repository(monkeypatch):
+    for var in ("UD_EWT_DIR", "UD_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    for option in sorted(p.stem for p in (CONF / "data").glob("*.yaml")):
+        data = make([f"data={option}"]).data
+        assert not data.dir and not data.path, option
+
+
+@pytest.mark.parametrize("option, message", [
+    ("ud_ewt", "data=ud_ewt needs data.dir (or UD_EWT_DIR). Universal Dependencies English EWT is at "
+               "https://github.com/UniversalDependencies/UD_English-EWT (files en_ewt-ud-{train,dev,test}.conllu); "
+               "point data.dir at the folder that holds them"),
+    ("conllu", "data=conllu needs data.path=FILE.conllu"),
+])
+def test_a_missing_data_path_is_one_line_naming_the_key(monkeypatch, option, message):
+    from probing.corpus import CorpusError, load_corpus
+
+    monkeypatch.delenv("UD_EWT_DIR", raising=False)
+    with pytest.raises(CorpusError) as err:
+        load_corpus(make([f"data={option}"]).data)
+    assert str(err.value) == message
