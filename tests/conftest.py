@@ -1,4 +1,4 @@
-"""Shared fixtures: a tiny random BERT saved to a temp dir, paths to the shared treebank, quiet trackers."""
+"""Shared fixtures: a tiny random BERT saved to a temp dir, the UD English EWT folder, quiet trackers."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ os.environ.setdefault("WANDB_SILENT", "true")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 REPO = Path(__file__).resolve().parent.parent
-EWT_DIR = Path(os.environ.get("UD_EWT_DIR", REPO.parent / "shared" / "data" / "ud_english_ewt"))
+# UD English EWT for the tests that read it (the ``ewt_dir`` fixture; they skip without it): $UD_EWT_DIR, else a
+# shared/data/ud_english_ewt folder beside the checkout
+EWT_DIR = Path(os.environ.get("UD_EWT_DIR") or REPO.parent / "shared" / "data" / "ud_english_ewt")
 
 TINY_VOCAB = [
     "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "the", "cat", "sat", "on", "mat", "i", "am", "going",
@@ -62,6 +64,8 @@ def minilm_encoder():
 
 @pytest.fixture
 def ewt_dir() -> Path:
+    """The EWT folder, or a skip saying how to get it (README: "The full test suite")."""
     if not (EWT_DIR / "en_ewt-ud-dev.conllu").is_file():
-        pytest.skip(f"UD English EWT not found at {EWT_DIR} (set UD_EWT_DIR)")
+        pytest.skip(f"UD English EWT not found at {EWT_DIR}: set UD_EWT_DIR to a folder holding "
+                    "en_ewt-ud-{train,dev,test}.conllu (https://github.com/UniversalDependencies/UD_English-EWT)")
     return EWT_DIR

@@ -66,7 +66,7 @@ def test_inspect_two_seed_sentences(minilm, tmp_path, capsys, monkeypatch):
     assert json.loads((out / "metrics.json").read_text())["best_head"].startswith("L")
 
 
-def test_inspect_text_shorthand_and_treebank_index(minilm, tmp_path, capsys, monkeypatch):
+def test_inspect_text_shorthand_and_treebank_index(minilm, tmp_path, capsys, monkeypatch, request):
     from probing.tasks.run import run
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -76,11 +76,7 @@ def test_inspect_text_shorthand_and_treebank_index(minilm, tmp_path, capsys, mon
     assert metrics["with_gold_tree"] == 1 and "grammar-seed-1" in printed
     assert not list((tmp_path / "a").glob("*.png"))
 
-    from pathlib import Path
-
-    ewt = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "ud_english_ewt"
-    if not (ewt / "en_ewt-ud-dev.conllu").is_file():
-        pytest.skip(f"UD English EWT not found at {ewt}")
+    ewt = request.getfixturevalue("ewt_dir")  # skips the treebank half without EWT, like every EWT test
     cfg = compose(["task=inspect", "data=ud_ewt", f"data.dir={ewt}", "data.index=3", "inspect.bertviz=false",
                    "inspect.png=false"])
     metrics = run(cfg, tmp_path / "b").metrics
