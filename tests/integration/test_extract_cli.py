@@ -81,6 +81,11 @@ def test_missing_ud_ewt_says_where_to_get_it(tmp_path):
                 cwd=tmp_path)
     assert r.returncode == 2
     assert "en_ewt-ud-dev.conllu: not found" in r.stdout + r.stderr and "UD_English-EWT" in r.stdout + r.stderr
+    # neither data.dir nor UD_EWT_DIR: one line naming the key
+    line = one_error_line(probing("task=extract", "data=ud_ewt", f"hydra.run.dir={tmp_path / 'r2'}", cwd=tmp_path,
+                                  env_extra={"UD_EWT_DIR": ""}))
+    assert line.startswith("error: data=ud_ewt needs data.dir (or UD_EWT_DIR). Universal Dependencies English EWT "
+                           "is at https://github.com/UniversalDependencies/UD_English-EWT"), line
 
 
 def test_config_typo_fails_at_start(tmp_path):
