@@ -108,17 +108,27 @@ class TaskName(Choice):
     merge = "merge"
 
 
+class LmHead(Choice):
+    """Which language-model head a model loads with, beside its base model: ``masked`` (``*ForMaskedLM``) or
+    ``causal`` (``*ForCausalLM``: next-word prediction)."""
+
+    masked = "masked"
+    causal = "causal"
+
+
 class ReadoutKind(Choice):
     """What ``task=importance`` measures when heads are ablated: a frozen ``relation`` probe's accuracy per
     relation, a frozen ``attachment`` probe's UAS (which word is each word's head: a bilinear arc scorer on word
     vectors, trained with a softmax over the sentence's words; not the attention-only ``probe=arc``), the sentence
-    ``embedding`` (mean of the last hidden state over all positions, specials included; 1 − cosine), or the
-    masked-LM loss (``mlm``, models with an MLM head)."""
+    ``embedding`` (mean of the last hidden state over all positions, specials included; 1 − cosine), the
+    masked-LM loss (``mlm``, models with an MLM head), or the model's own next-word prediction (``lm``, causal
+    LMs with their head: every word after the first predicted from the words before it)."""
 
     relation = "relation"
     attachment = "attachment"
     embedding = "embedding"
     mlm = "mlm"
+    lm = "lm"
 
 
 class Ablation(Choice):
@@ -471,13 +481,16 @@ class InspectConfig:
 @dataclass
 class ImportanceConfig(SplitSettings, BootstrapSettings):
     """``task=importance``: how much each head matters, by ablation through gates on its context vector and by
-    gradient, per relation, beside what it attends to. The frozen probes are fitted on ``train_split`` on the
-    unablated model; ablations are scored on ``eval_split`` (``data.limit`` bounds it)."""
+    gradient, per relation, beside what it attends to. The frozen probes are fitted once, on the unablated model,
+    on at most ``max_train_sentences`` sentences of ``train_split``; every ablation, gradient and pruning pass
+    scores the first ``data.limit`` sentences of ``eval_split``. The two bound the run's time."""
 
     readout: ReadoutKind = ReadoutKind.relation
     ablation: Ablation = Ablation.mean
     method: ImportanceMethod = ImportanceMethod.both
-    max_train_sentences: Optional[int] = 4000  # the frozen probe's training sentences (SplitSettings)
+    # the frozen readout's training sentences: a seeded subsample of train_split (None: all); data.limit bounds
+    # only the scored sentences, not these
+    max_train_sentences: Optional[int] = 4000
     C: float = 1.0  # the relation probe's inverse L2 strength
     max_iter: int = 500  # the relation probe's solver iterations
     # the attachment readout's bilinear scorer s_ij = (x_i U)·(x_j V) + x_j·c: the rank of U and V, and its most

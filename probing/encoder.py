@@ -19,7 +19,7 @@ import torch
 
 from probing.alignment import load_kernel, piece_positions
 from probing.buffers import Buffers
-from probing.config import ModelConfig, enum_value
+from probing.config import LmHead, ModelConfig, enum_value
 from probing.errors import ModelLoadError
 
 log = logging.getLogger(__name__)
@@ -260,9 +260,9 @@ class Encoder:
     """A loaded encoder. ``attention(batch)`` runs one padded batch and returns every layer's attention."""
 
     def __init__(self, model: Any, tokenizer: Any, device: torch.device, name: str, identity: dict,
-                 mlm_head: Any = None):
+                 lm_head: Any = None):
         self.model = model
-        self.mlm_head = mlm_head  # last hidden state -> vocabulary logits, when loaded with masked_lm=True
+        self.lm_head = lm_head  # last hidden state -> vocabulary logits, when loaded with a language-model head
         self.tokenizer = tokenizer
         self.device = device
         self.name = name
@@ -288,12 +288,12 @@ class Encoder:
 
     # ---- loading ----------------------------------------------------------------------------------
     @classmethod
-    def load(cls, cfg: ModelConfig, masked_lm: bool = False) -> "Encoder":
+    def load(cls, cfg: ModelConfig, lm_head: Optional[LmHead] = None) -> "Encoder":
         """Load the model and tokenizer a :class:`~probing.config.ModelConfig` names; failures become one
-        :class:`ModelLoadError` line. ``masked_lm``: load the checkpoint's masked-LM model
-        (``AutoModelForMaskedLM``), keep its base model as ``model`` and its head as ``mlm_head`` (check
-        :func:`architectures` first: a checkpoint without the head would get a random one)."""
-        from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer
+        :class:`ModelLoadError` line. ``lm_head``: load the checkpoint's masked-LM (``AutoModelForMaskedLM``) or
+        causal-LM model (``AutoModelForCausalLM``), keep its base model as ``model`` and its head as
+        ``lm_head`` (check :func:`architectures` first: a checkpoint without the head would get a random one)."""
+        from transformers import AutoModel, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
         name_or_path, revision, trust_remote_code = cfg.name_or_path, cfg.revision, cfg.trust_remote_code
@@ -311,12 +311,14 @@ class Encoder:
             head = None
             if cfg.random_init:
                 model = _random_model(path, revision, trust_remote_code, _DTYPES[dtype], cfg.init_seed)
-            elif masked_lm:
-                full = AutoModelForMaskedLM.from_pretrained(
+            elif lm_head is not None:
+                auto = AutoModelForMaskedLM if lm_head is LmHead.masked else AutoModelForCausalLM
+                full = auto.from_pretrained(
                     path, revision=revision, attn_implementation="eager", dtype=_DTYPES[dtype],
                     trust_remote_code=trust_remote_code,
                 )
-                model, head = full.base_model, _mlm_head(full)
+                model = full.base_model
+                head = _mlm_head(full) if lm_head is LmHead.masked else full.get_output_embeddings()
             else:
                 model = AutoModel.from_pretrained(
                     path, revision=revision, attn_implementation="eager", dtype=_DTYPES[dtype],
@@ -574,7 +576,7 @@ def _local_fingerprint(path: str) -> Optional[str]:
     return h.hexdigest()[:16]
 
 
-def load_encoder(cfg: ModelConfig, masked_lm: bool = False) -> Encoder:
-    """Build an :class:`Encoder` from a :class:`~probing.config.ModelConfig` (``masked_lm``: with its
-    masked-LM head, :meth:`Encoder.load`)."""
-    return Encoder.load(cfg, masked_lm)
+def load_encoder(cfg: ModelConfig, lm_head: Optional[LmHead] = None) -> Encoder:
+    """Build an :class:`Encoder` from a :class:`~probing.config.ModelConfig` (``lm_head``: with its masked- or
+    causal-LM head, :meth:`Encoder.load`)."""
+    return Encoder.load(cfg, lm_head)

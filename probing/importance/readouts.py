@@ -4,7 +4,7 @@ any score over a set of sentences is a ratio of sums (and a bootstrap resample i
 
 Group 0 is ``all``; the others are the relations of the evaluation corpus (UD labels as they are). A readout
 also gives a differentiable per-sentence loss for gradient importance. The ``mlm`` readout scores the model's
-own masked-LM head on a fixed set of masked words.
+own masked-LM head on a fixed set of masked words, the ``lm`` readout a causal LM's next-word prediction.
 """
 
 from __future__ import annotations
@@ -56,7 +56,16 @@ class Arcs:
 def trivial_baselines(metric: str, train: Corpus, corpus: Corpus) -> dict[str, float]:
     """What a readout that reads nothing scores on the evaluation corpus's non-root arcs: ``uas`` (the
     attachment readout) by the chains, every word attached to the word on its left or on its right;
-    ``accuracy`` (the relation readout) by the training arcs' most frequent label; none for the others."""
+    ``accuracy`` (the relation readout) by the training arcs' most frequent label; ``lm_accuracy`` (the lm
+    readout, every word after each sentence's first) by the training sentences' most frequent such word; none
+    for the others."""
+    if metric == "lm_accuracy":
+        seen = [w for s in train for w in s.words[1:]]
+        if not seen:
+            return {}
+        top = max(set(seen), key=seen.count)
+        scored = [w for s in corpus for w in s.words[1:]]
+        return {f"most frequent word ({top!r})": float(np.mean([w == top for w in scored]))} if scored else {}
     arcs = [(w, h, r) for s in corpus for w, (h, r) in enumerate(zip(s.heads or (), s.relations or ())) if h >= 0]
     if not arcs:
         return {}
@@ -279,6 +288,85 @@ class MlmReadout:
 
     def loss(self, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
         return self.stats(hidden, batch, hidden).loss[0, :, 0]
+
+
+class LmReadout:
+    """The model's own next-word prediction through its frozen causal-LM head, teacher-forced: every word after
+    the first of each sentence is scored, each of its pieces predicted from the hidden state of the piece before
+    it (so from the words on its left and its own earlier pieces). Per sentence: ``hits`` words whose every
+    piece is the head's top-1 prediction, ``n`` words scored, ``loss`` their summed cross-entropy over pieces,
+    nats (score: ``lm_accuracy``; ``loss_change``: the change in a word's loss); one group, ``all``. Logits are
+    computed for :data:`CHUNK` pieces at a time (a vocabulary of 49k makes them the largest tensor)."""
+
+    metric = "lm_accuracy"
+    groups = [ALL]
+    CHUNK = 256
+
+    def __init__(self, head: torch.nn.Module):
+        self.head = head.requires_grad_(False)  # frozen: gradient importance reaches the gates only
+        self._targets: dict[bytes, tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]] = {}
+
+    def _of(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int]:
+        """The batch's P scored pieces: sentence rows, the columns that predict them (the piece before), target
+        ids, each piece's word slot (0..W-1 over the batch's scored words) and W."""
+        key = batch.sentences.tobytes()
+        if key not in self._targets:
+            pos = batch.piece_position
+            dev = pos.device
+            word = pos - torch.as_tensor(batch.prefix, device=dev)[:, None]
+            scored = (word >= 1) & (word < torch.as_tensor(batch.n_words, device=dev)[:, None])
+            scored[:, 0] = False  # nothing before the first piece
+            rows, cols = scored.nonzero(as_tuple=True)
+            slots, slot = torch.unique(rows * (int(word.max()) + 1) + word[rows, cols], return_inverse=True)
+            self._targets[key] = (rows, cols - 1, batch.inputs["input_ids"][rows, cols], slot, len(slots))
+        return self._targets[key]
+
+    def _pieces(self, hidden: torch.Tensor, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Cross-entropy and top-1 correctness ``(R, P)`` of every scored piece."""
+        rows, cols, target, _, _ = self._of(batch)
+        h = hidden.view(-1, batch.size, *hidden.shape[1:])[:, rows, cols]  # (R, P, D)
+        ce, ok = [], []
+        for a in range(0, len(rows), self.CHUNK):
+            logits = self.head(h[:, a:a + self.CHUNK])
+            logits = logits.float() if logits.dtype not in (torch.float32, torch.float64) else logits
+            t = target[a:a + self.CHUNK].expand(len(logits), -1)[..., None]
+            ce.append(torch.logsumexp(logits, -1) - logits.gather(-1, t)[..., 0])
+            ok.append(logits.argmax(-1) == t[..., 0])
+        if not ce:
+            empty = hidden.new_zeros(hidden.shape[0] // batch.size, 0, dtype=torch.float32)
+            return empty, empty.bool()
+        return torch.cat(ce, 1), torch.cat(ok, 1)
+
+    def stats(self, hidden: torch.Tensor, batch: Batch, clean: torch.Tensor) -> Stats:
+        ce, ok = self._pieces(hidden, batch)
+        rows, _, _, slot, n_slots = self._of(batch)
+        r = ce.shape[0]
+        wrong = torch.zeros(r, n_slots, device=ce.device).index_add_(1, slot, (~ok).to(torch.float32))
+        word_row = torch.zeros(n_slots, dtype=torch.long, device=ce.device).index_copy_(0, slot, rows)
+        hits = torch.zeros(r, batch.size, dtype=ce.dtype, device=ce.device).index_add_(
+            1, word_row, (wrong == 0).to(ce.dtype))
+        n = torch.zeros(batch.size, dtype=ce.dtype, device=ce.device).index_add_(
+            0, word_row, torch.ones(n_slots, dtype=ce.dtype, device=ce.device))
+        loss = torch.zeros(r, batch.size, dtype=ce.dtype, device=ce.device).index_add_(1, rows, ce)
+        return Stats(hits[..., None], n[:, None], loss[..., None])
+
+    def loss(self, hidden: torch.Tensor, batch: Batch) -> torch.Tensor:
+        ce, _ = self._pieces(hidden, batch)
+        rows = self._of(batch)[0]
+        return torch.zeros(batch.size, dtype=ce.dtype, device=ce.device).index_add(0, rows, ce[0])
+
+
+def has_lm_head(architectures: list[str]) -> bool:
+    """Whether a checkpoint's ``config.architectures`` name a causal-LM head."""
+    return any("CausalLM" in a or "LMHeadModel" in a for a in architectures)
+
+
+def lm_unavailable(model_name: str, architectures: list[str]) -> ProbingError:
+    """The one-line error for ``readout=lm`` on a model without a causal-LM head (or with random weights)."""
+    arch = ", ".join(architectures) or "no architectures listed"
+    return ProbingError(f"importance.readout=lm: model {model_name} ({arch}) has no trained causal-LM head; use "
+                        "a decoder such as model=smollm2_q4, or importance.readout=relation, attachment or "
+                        "embedding")
 
 
 def has_mlm_head(architectures: list[str]) -> bool:

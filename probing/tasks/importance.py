@@ -37,6 +37,7 @@ from probing.config import (
     ImportanceConfig,
     ImportanceMethod,
     LabelSet,
+    LmHead,
     Measure,
     ModelConfig,
     Multiplicity,
@@ -56,8 +57,11 @@ from probing.importance.probes import fit_attachment, fit_relation
 from probing.importance.pruning import gradient_order, order_settings, random_orders, removed_counts
 from probing.importance.readouts import (
     EmbeddingReadout,
+    LmReadout,
     MlmReadout,
+    has_lm_head,
     has_mlm_head,
+    lm_unavailable,
     mlm_unavailable,
     trivial_baselines,
 )
@@ -184,12 +188,19 @@ class _Passes:
         return gradients(self.net, self.batches, self.readout, self.mean, gates)
 
 
+_LM_HEADS = {ReadoutKind.mlm: LmHead.masked, ReadoutKind.lm: LmHead.causal}  # readouts of the model's own head
+
+
 def _check_readout(model: ModelConfig, kind: ReadoutKind, method: ImportanceMethod) -> None:
     """A readout the model or the method cannot have is refused in one line before the model loads."""
     if kind is ReadoutKind.mlm:
         archs = architectures(model)
         if not has_mlm_head(archs) or model.random_init:
             raise mlm_unavailable(model_label(model), archs)
+    if kind is ReadoutKind.lm:
+        archs = architectures(model)
+        if not has_lm_head(archs) or model.random_init:
+            raise lm_unavailable(model_label(model), archs)
     if kind is ReadoutKind.embedding and method is ImportanceMethod.gradient:
         EmbeddingReadout().loss(None, None)  # raises the one-line reason
 
@@ -201,8 +212,10 @@ def _readout(encoder, kind: ReadoutKind, imp: ImportanceConfig, train: Corpus, c
     if kind is ReadoutKind.embedding:
         return EmbeddingReadout(), batches
     if kind is ReadoutKind.mlm:
-        readout = MlmReadout(encoder.mlm_head, encoder.tokenizer.mask_token_id, imp.mlm_rate, seed)
+        readout = MlmReadout(encoder.lm_head, encoder.tokenizer.mask_token_id, imp.mlm_rate, seed)
         return readout, readout.mask(batches)  # one masked copy, scored by every gated pass
+    if kind is ReadoutKind.lm:
+        return LmReadout(encoder.lm_head), batches
     train_batches = make_batches(encoder, train, imp.batch_size, imp.max_batch_tokens)
     log.info("fitting the frozen %s probe on %d %s sentences ...", kind, len(train), train.split)
     if kind is ReadoutKind.relation:
@@ -233,6 +246,11 @@ def _metrics(ident: dict, method: ImportanceMethod, kind: ReadoutKind, imp: Impo
         metrics["conventions"]["mlm"] = (f"round({imp.mlm_rate} x words) of each sentence (at least one; seeded by "
                                          "the run's seed and the sentence) masked, all their pieces set to the "
                                          "mask token, the same in every pass; loss per masked piece")
+    if kind is ReadoutKind.lm:
+        metrics["conventions"]["lm"] = ("the model's own frozen causal-LM head, teacher-forced: every word after the "
+                                        "first of each sentence, each piece predicted from the piece before it; a "
+                                        "word is a hit when all its pieces are the top-1 prediction; loss: the "
+                                        "word's summed cross-entropy over its pieces (nats)")
     return metrics
 
 
@@ -266,11 +284,13 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     """Every enabled importance computation of ``imp``, written through ``out``."""
     kind, method = ReadoutKind(imp.readout), ImportanceMethod(imp.method)
     _check_readout(model, kind, method)
-    encoder = load_encoder(model, masked_lm=kind is ReadoutKind.mlm)
+    encoder = load_encoder(model, _LM_HEADS.get(kind))
     want_ablation, want_gradient = _wanted(method, kind)
     timer = StageTimer()
     with timer("probe", "the frozen readout"):
         train, corpus = splits(data, imp, extract.cache_dir, seed)
+        sizes = _sizes(data, imp, kind, len(train), len(corpus))
+        log.info("importance: %s", sizes)
         batches = make_batches(encoder, corpus, imp.batch_size, imp.max_batch_tokens)
         readout, batches = _readout(encoder, kind, imp, train, corpus, batches, extract.pooling, seed)
     mean = (head_means(encoder.model, [b.inputs for b in batches]).to(encoder.device)
@@ -317,7 +337,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
             prune = _pruning(imp, seed, p, accuracy, want_gradient, keep, groups)
         _write_pruning(prune, metrics, out, imp, ident, title, readout.metric)
     metrics.update(timer.metrics())
-    return out.result(metrics, stores, _console(metrics, readout.metric))
+    return out.result(metrics, stores, _console(metrics, readout.metric, sizes))
 
 
 def _wanted(method: ImportanceMethod, kind: ReadoutKind) -> tuple[bool, bool]:
@@ -459,10 +479,23 @@ def _against_baselines(clean: float, metric: str, train: Corpus, corpus: Corpus,
     return {"readout_baselines": base, "readout_margin": margin, "readout_beats_baselines": beats}
 
 
-def _console(metrics: dict, metric: str) -> str:
+def _sizes(data: DataConfig, imp: ImportanceConfig, kind: ReadoutKind, n_train: int, n_eval: int) -> str:
+    """What bounds each set of sentences, for the log and the console: ``data.limit`` the scored ones (every
+    ablation, gradient and pruning pass runs over them), ``importance.max_train_sentences`` the readout's."""
+    if one_corpus(data, imp):
+        scored = f"{n_eval} sentences scored (the last {imp.eval_fraction:g} of the corpus, cut by data.limit)"
+    else:
+        scored = f"{n_eval} {imp.eval_split} sentences scored (data.limit)"
+    if kind not in (ReadoutKind.relation, ReadoutKind.attachment):
+        return scored
+    source = "other" if one_corpus(data, imp) else imp.train_split
+    return f"{scored}, the readout trained on {n_train} {source} sentences (importance.max_train_sentences)"
+
+
+def _console(metrics: dict, metric: str, sizes: str) -> str:
     base = metrics.get("readout_baselines") or {}
-    lines = [f"importance: {metrics['readout']} readout, {metrics['ablation']} ablation, "
-             f"{metrics['eval_sentences']} sentences; unablated {metric} {metrics.get('clean_' + metric, float('nan')):.4f}"
+    lines = [f"importance: {metrics['readout']} readout, {metrics['ablation']} ablation; {sizes}",
+             f"  unablated {metric} {metrics.get('clean_' + metric, float('nan')):.4f}"
              + (f" (trivial baselines: {', '.join(f'{k} {v:.3f}' for k, v in base.items())}; "
                 + ("beats them" if metrics.get("readout_beats_baselines") else "does NOT beat them")
                 + " by the margin)" if base else "")]

@@ -15,7 +15,15 @@ from mixing_oracle import randomise
 from omegaconf import OmegaConf
 from test_heads_task import Recorder
 
-from probing.config import DataConfig, DataKind, ExtractConfig, HeadsConfig, ImportanceConfig, ModelConfig
+from probing.config import (
+    DataConfig,
+    DataKind,
+    ExtractConfig,
+    HeadsConfig,
+    ImportanceConfig,
+    LmHead,
+    ModelConfig,
+)
 from probing.corpus import Corpus, Sentence
 from probing.encoder import load_encoder
 from probing.errors import ProbingError
@@ -49,12 +57,12 @@ def mlm(tmp_path_factory):
                      intermediate_size=64, max_position_embeddings=64, attn_implementation="eager")
     full = randomise(BertForMaskedLM(cfg), seed=3)
     full.save_pretrained(str(d))
-    encoder = load_encoder(ModelConfig(name="tiny-mlm", name_or_path=str(d), device="cpu"), masked_lm=True)
+    encoder = load_encoder(ModelConfig(name="tiny-mlm", name_or_path=str(d), device="cpu"), LmHead.masked)
     return d, full, encoder
 
 
 def _masked(encoder, rate=0.3, seed=2):  # seed 2 masks "unbelievably" (five pieces)
-    readout = MlmReadout(encoder.mlm_head, encoder.tokenizer.mask_token_id, rate, seed)
+    readout = MlmReadout(encoder.lm_head, encoder.tokenizer.mask_token_id, rate, seed)
     return readout, readout.mask(make_batches(encoder, CORPUS, 2, 4096))
 
 
@@ -117,7 +125,7 @@ def test_mlm_gradient_is_a_finite_difference(mlm):
     _, _, encoder = mlm
     readout, batches = _masked(encoder)
     net = copy.deepcopy(encoder.model).double()
-    readout.head = copy.deepcopy(encoder.mlm_head).double()
+    readout.head = copy.deepcopy(encoder.lm_head).double()
     batch = batches[0]
     grads = gradients(net, [batch], readout, None, torch.ones(2, 4, dtype=torch.float64))
     eps = 1e-6
