@@ -39,7 +39,7 @@ from probing.corpus import Corpus
 from probing.encoder import Encoder, Tokenized, length_batches, load_encoder, model_identity, model_label
 from probing.errors import ModelLoadError, ProbingError, StoreError
 from probing.mixing import capture, heads_of, needs
-from probing.mixing.families import LayoutError, family_of
+from probing.mixing.families import LayoutError, family_of, head_counts
 from probing.mixing.measures import layer_maps
 from probing.paths import absolute
 from probing.store import (
@@ -580,6 +580,16 @@ def causal(model: torch.nn.Module) -> bool:
         return False
 
 
+def kv_heads(model: torch.nn.Module) -> Optional[int]:
+    """The key/value heads the query heads share (grouped-query attention), from the family entry; None for a
+    model without one."""
+    try:
+        fam, _ = family_of(model)
+    except LayoutError:
+        return None
+    return head_counts(model, fam)[1]
+
+
 def _finish_store(t: _Target, encoder: Encoder, corpus: Corpus, store_dtype: str, skipped_rows: list[dict],
                   seconds: float, part: Optional[dict] = None) -> ArrayStore:
     """Write the manifest of a target's store, or of one part of it (which makes it complete), and open it."""
@@ -604,6 +614,7 @@ def _finish_store(t: _Target, encoder: Encoder, corpus: Corpus, store_dtype: str
         "store_dtype": store_dtype,
         "special_tokens": encoder.special_tokens,
         "causal": causal(encoder.model),
+        "kv_heads": kv_heads(encoder.model),
         "skipped": skipped_rows,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "extract_seconds": seconds,

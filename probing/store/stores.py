@@ -127,6 +127,8 @@ class ArrayStore:
             self.measure: str = str(self.manifest.get("measure", "attention"))
             # a causal model's maps: a word attends to itself and its left only (stores from before: encoders)
             self.causal: bool = bool(self.manifest.get("causal", False))
+            # grouped-query attention: query heads share this many key/value heads (stores from before: none)
+            self.kv_heads: Optional[int] = self.manifest.get("kv_heads")
             self.n_sentences: int = self.manifest["n_sentences"]
             self.dtype = DTYPES[self.manifest["store_dtype"]]
             records = {int(r["shard"]): r for r in self.manifest["shards"]}
