@@ -32,7 +32,8 @@ def test_importance_minilm_ewt(ewt_dir, tmp_path):
     r = subprocess.run([sys.executable, "-m", "probing.cli", *args], cwd=REPO, env=env, capture_output=True,
                        text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "importance: relation readout, mean ablation, 12 sentences" in r.stdout + r.stderr
+    assert ("importance: relation readout, mean ablation; 12 dev sentences scored (data.limit), the readout trained "
+            "on 100 train sentences (importance.max_train_sentences)") in r.stdout + r.stderr
 
     imp = pd.read_csv(run_dir / "importance.csv")
     assert list(imp.columns) == list(schema.IMPORTANCE.keys) + list(schema.IMPORTANCE.metrics)
