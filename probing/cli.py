@@ -20,7 +20,7 @@ from omegaconf import DictConfig
 from probing.compose import CONF_DIR
 from probing.config import register_configs
 from probing.errors import USER_ERRORS, ProbingError
-from probing.schema import FAILED_FILE
+from probing.schema import FAILED_FILE, METRICS_FILE
 
 log = logging.getLogger("probing")
 register_configs()
@@ -37,6 +37,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     if hc.output_subdir:
         _save_read_settings(out_dir / hc.output_subdir / "config.yaml", cfg)
     multirun = hc.mode.name == "MULTIRUN"
+    quieted = _quiet_console() if multirun else []
     try:
         result = run(cfg, out_dir, job_name=f"{hc.job.name}-{hc.job.num}" if multirun else None)
     except (*USER_ERRORS, OSError) as e:
@@ -50,7 +51,29 @@ def _hydra_main(cfg: DictConfig) -> float | None:
             (out_dir / FAILED_FILE).write_text(line + "\n")
             return None
         sys.exit(2)
+    finally:
+        for handler, level in quieted:
+            handler.setLevel(level)
+    if multirun:
+        print(f"  job {hc.job.num}: {job_line(result.console)}", flush=True)
     return result.metrics.get("objective")  # the sweeper's objective (a probe's headline score)
+
+
+def _quiet_console() -> list[tuple[logging.Handler, int]]:
+    """A sweep's job shows only its warnings and errors on the console (its whole log stays in the job's log
+    file) and then one line (:func:`job_line`); returns the console handlers with the levels to restore."""
+    handlers = [h for h in logging.getLogger().handlers
+                if isinstance(h, logging.StreamHandler) and not isinstance(h, logging.FileHandler)]
+    quieted = [(h, h.level) for h in handlers]
+    for h in handlers:
+        h.setLevel(max(h.level, logging.WARNING))
+    return quieted
+
+
+def job_line(console: Optional[str]) -> str:
+    """A finished sweep job on the console: its summary when that is one line (a probe's scores), else
+    "finished" (a table such as the best heads stays in the job's log and dashboard)."""
+    return console if console and "\n" not in console.strip() else "finished"
 
 
 def _save_read_settings(path: Path, cfg: DictConfig) -> None:
@@ -68,16 +91,50 @@ class SweepSummary(Callback):
     exit status 2 when a job failed (registered in conf/config.yaml under hydra.callbacks)."""
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        from probing.results import read_metrics
+
         sweep = Path(config.hydra.sweep.dir)
         jobs = sorted((p for p in sweep.iterdir() if p.is_dir() and p.name.isdigit()), key=lambda p: int(p.name)) \
             if sweep.is_dir() else []
         failed = [(j.name, (j / FAILED_FILE).read_text().strip()) for j in jobs if (j / FAILED_FILE).is_file()]
         print(f"sweep: {sweep} ({len(jobs)} jobs, {len(failed)} failed)", flush=True)
-        for name, line in failed:
-            print(f"  job {name}: {line}", flush=True)
-        print(f"next: probing-collect {sweep}", flush=True)
+        by_line: dict[str, list[str]] = {}
+        for name, line in failed:  # jobs that failed alike share one line
+            by_line.setdefault(line, []).append(name)
+        for line, names in by_line.items():
+            print(f"  {'job' if len(names) == 1 else 'jobs'} {_ranges([int(n) for n in names])}: {line}", flush=True)
+        tasks = {read_metrics(j).get("task") for j in jobs if (j / METRICS_FILE).is_file()}
+        print(next_step(sweep, tasks, f"{config.hydra.job.name}.log"), flush=True)
         if failed:
             sys.exit(2)
+
+
+def next_step(sweep: Path, tasks: set[str], log_name: str) -> str:
+    """The command that shows a sweep whose finished jobs ran ``tasks``: probe jobs are collected (one table,
+    layer x head heatmaps) and then reported; jobs whose run dir has a dashboard (heads, importance) are reported
+    side by side; other jobs' metrics are collected into one table."""
+    from probing.config import TaskName
+    from probing.tasks.run import TASKS
+
+    if not tasks:
+        return f"next: nothing to collect (no job finished; each job's log: {sweep}/<job>/{log_name})"
+    if TaskName.probe.value in tasks:
+        return f"next: probing-collect {sweep} && probing-report {sweep}"
+    if all(TASKS[TaskName(t)].dashboard for t in tasks):
+        return f"next: probing-report {sweep}"
+    return f"next: probing-collect {sweep}"
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``"0-2, 5"``."""
+    numbers = sorted(numbers)
+    spans: list[list[int]] = []
+    for n in numbers:
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(f"{a}-{b}" if b > a else f"{a}" for a, b in spans)
 
 
 def _writable(folder: Path) -> Optional[str]:

@@ -12,7 +12,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import pandas as pd
@@ -202,8 +202,21 @@ def across_seeds(results: list[ProbeResult], seeds: list[int], ci: float) -> tup
             sd = float(a.std(ddof=1))
             half = float(stats.t.ppf(0.5 + ci / 2, n - 1) * sd / np.sqrt(n))
             spread["sd"][k], spread["ci"][k] = sd, [float(a.mean()) - half, float(a.mean()) + half]
-    metrics = {**first.metrics, **{k: float(np.mean(v)) for k, v in values.items()}}
+    # a count every seed agrees on (n_train, n_classes) stays the count; anything else is the seeds' mean
+    metrics = {**first.metrics, **{k: first.metrics[k] if _is_count(first.metrics[k]) and len(set(v)) == 1
+                                   else float(np.mean(v)) for k, v in values.items()}}
     return ProbeResult(metrics, first.tables), spread
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def headline(label: str, metrics: dict, sd: dict) -> str:
+    """The console's one line: ``label`` then every score (mean ± the seeds' sd) and every count as it is."""
+    parts = [f"{k}={v}" if _is_count(v) else f"{k}={v:.4f}" + (f" ± {sd[k]:.4f}" if k in sd else "")
+             for k, v in metrics.items() if _is_count(v) or isinstance(v, float)]
+    return f"{label}: " + ", ".join(parts)
 
 
 def sentence_intervals(results: list[ProbeResult], n_resamples: int, ci: float, seed: int) -> dict:
@@ -326,10 +339,9 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, probe: Pro
         out.table(name, df)
     # the console's headline, printed last: every score of the probe (uuas/dspr, accuracy/selectivity, bits)
     sd = spread["sd"]
-    headline = (f"probe={kind} features={features} head_set={ident['head_set']} ({ev.name}; mean of {len(seeds)} "
-                "seeds, ± sd): " + ", ".join(f"{k}={v:.4f}" + (f" ± {sd[k]:.4f}" if k in sd else "")
-                                              for k, v in result.metrics.items() if isinstance(v, float)))
-    return out.result(metrics, stores.used, console=headline)
+    label = (f"probe={kind} features={features} head_set={ident['head_set']} ({ev.name}; mean of {len(seeds)} "
+             "seeds, ± sd)")
+    return out.result(metrics, stores.used, console=headline(label, result.metrics, sd))
 
 
 def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:

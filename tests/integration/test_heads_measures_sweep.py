@@ -26,6 +26,13 @@ def test_multirun_over_measures(tmp_path: Path):
     r = subprocess.run([sys.executable, "-m", "probing.cli", *args], cwd=tmp_path, env=env, capture_output=True,
                        text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    # the console: Hydra's line and one line per job (each job's stages stay in its log), then the sweep and
+    # the command that puts the measures side by side (probing-collect has no layer x head heatmap to draw here)
+    lines = r.stdout.splitlines()
+    assert [ln for ln in lines if "[HYDRA]" not in ln] == ["  job 0: finished", "  job 1: finished",
+                                                            f"sweep: {sweep} (2 jobs, 0 failed)",
+                                                            f"next: probing-report {sweep}"]
+    assert len(lines) == 7 and "relations:" in (sweep / "0" / "cli.log").read_text()
     stores = []
     for job, measure in (("0", "attention"), ("1", "norm")):
         metrics = json.loads((sweep / job / "metrics.json").read_text())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -78,6 +79,11 @@ def test_joblib_sweep_builds_once_skips_complete_jobs_and_collects(tmp_path):
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     logs = job_logs(sweep)
     assert len(logs) == 2
+    # one line a job on the console, counts as counts; then the sweep and the commands that show it
+    jobs = sorted(ln for ln in r.stdout.splitlines() if ln.startswith("  job "))
+    assert len(jobs) == 2 and all(re.search(r", n_train=\d+, n_eval=\d+, ", ln) for ln in jobs), r.stdout
+    assert r.stdout.splitlines()[-1] == f"next: probing-collect {sweep} && probing-report {sweep}"
+    assert len([ln for ln in r.stdout.splitlines() if "[HYDRA]" not in ln]) == 4, r.stdout
     # two jobs started together on an empty cache: one built the store, the other waited and reused it
     assert sum("built: 80 of 80 sentences from grammar" in text for text in logs) == 1
     assert sum("reused (already built)" in text for text in logs) == 1
