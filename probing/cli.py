@@ -220,6 +220,7 @@ def cache_main(argv: Optional[Sequence[str]] = None) -> None:
     """``probing-cache [list | remove KEY... | prune --days N] [--dir CACHE]``: see and prune the store cache."""
     import time
 
+    from probing.corpus.cache import CORPORA_DIR
     from probing.store.cache import remove, scan, select
 
     ap = argparse.ArgumentParser(prog="probing-cache", description="List the stores of the cache (model, corpus, "
@@ -229,7 +230,7 @@ def cache_main(argv: Optional[Sequence[str]] = None) -> None:
     ap.add_argument("--days", type=float, default=None, help="prune: stores unused for more than this many days")
     ap.add_argument("--dir", type=Path, default=Path(os.environ.get("PROBING_CACHE_DIR", "results/cache")))
     args = ap.parse_args(argv)
-    stores = scan(args.dir)
+    stores = scan(args.dir, skip=frozenset({CORPORA_DIR}))
     if args.action == "list":
         total = sum(s.bytes for s in stores)
         print(f"{args.dir}: {len(stores)} stores, {total / 2**20:.1f} MiB")
@@ -237,6 +238,10 @@ def cache_main(argv: Optional[Sequence[str]] = None) -> None:
             used = time.strftime("%Y-%m-%d %H:%M", time.localtime(s.last_used))
             print(f"  {s.key or '(incomplete)':16s} {s.model:20s} {s.corpus} {s.split:6s} {s.what:22s} "
                   f"{s.sentences:7d} sentences {s.bytes / 2**20:9.1f} MiB  used {used}  {s.dir.name}")
+        parsed = sorted((args.dir / CORPORA_DIR).glob("*.pkl"))
+        if parsed:
+            print(f"{args.dir / CORPORA_DIR}: {len(parsed)} parsed corpora (CoNLL-U files parsed once, again when the "
+                  f"file changes), {sum(p.stat().st_size for p in parsed) / 2**20:.1f} MiB")
         return
     if args.action == "prune" and args.days is None:
         print("error: probing-cache prune needs --days N (stores unused for more than N days)", file=sys.stderr)

@@ -23,6 +23,8 @@ from probing.paths import absolute
 
 log = logging.getLogger(__name__)
 
+CORPORA_DIR = "corpora"  # the folder of the cache that holds the parsed corpora (no store)
+
 
 def _source(data_cfg: Any, split: Optional[str]) -> Optional[Path]:
     kind = enum_value(data_cfg.kind)
@@ -48,7 +50,7 @@ def cache_path(data_cfg: Any, split: Optional[str], cache_dir: str) -> Optional[
     ident = {"cfg": cfg, "split": split, "file": str(src), "size": st.st_size, "mtime_ns": st.st_mtime_ns,
              "python_pickle": pickle.HIGHEST_PROTOCOL}
     key = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return Path(absolute(cache_dir)) / "corpora" / f"{src.stem}-{key}.pkl"
+    return Path(absolute(cache_dir)) / CORPORA_DIR / f"{src.stem}-{key}.pkl"
 
 
 def load_corpus_cached(data_cfg: Any, split: Optional[str], cache_dir: str) -> Corpus:

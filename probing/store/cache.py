@@ -42,10 +42,12 @@ def touch(directory: Path) -> None:
         pass  # a read-only cache still serves; only the record of its use is lost
 
 
-def scan(cache: Path) -> list[CachedStore]:
-    """Every store directory under ``cache``, most recently used first."""
+def scan(cache: Path, skip: frozenset[str] = frozenset()) -> list[CachedStore]:
+    """Every store directory under ``cache`` but the folders named in ``skip`` (the cache's other contents,
+    such as its parsed corpora), most recently used first."""
     out = []
-    for d in sorted(p for p in Path(cache).iterdir() if p.is_dir()) if Path(cache).is_dir() else []:
+    dirs = sorted(p for p in Path(cache).iterdir() if p.is_dir() and p.name not in skip) if Path(cache).is_dir() else []
+    for d in dirs:
         manifest = d / MANIFEST
         try:
             m = json.loads(manifest.read_text()) if manifest.is_file() else {}

@@ -40,3 +40,17 @@ def test_list_remove_refuse_a_locked_store_and_prune(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cache_main(["remove", "nothing-here", "--dir", str(cache)])
     assert "no store with key or name 'nothing-here'" in capsys.readouterr().err
+
+
+def test_the_parsed_corpora_are_listed_as_such_and_never_pruned_as_a_store(tmp_path, capsys):
+    cache = tmp_path / "cache"
+    build_store(cache / "planted-a", synthetic_corpus(5))
+    (cache / "corpora").mkdir()
+    (cache / "corpora" / "en_ewt-ud-dev-0123456789abcdef.pkl").write_bytes(b"x" * 2**20)
+    cache_main(["list", "--dir", str(cache)])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith(f"{cache}: 1 stores") and len(lines) == 3 and "(incomplete)" not in lines[1]
+    assert lines[2] == (f"{cache}/corpora: 1 parsed corpora (CoNLL-U files parsed once, again when the file "
+                        "changes), 1.0 MiB")
+    cache_main(["prune", "--days", "0", "--dir", str(cache)])
+    assert "1 stores removed" in capsys.readouterr().out and (cache / "corpora").is_dir()
