@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import shutil
 import sys
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -37,6 +38,8 @@ def _hydra_main(cfg: DictConfig) -> float | None:
     if hc.output_subdir:
         _save_read_settings(out_dir / hc.output_subdir / "config.yaml", cfg)
     multirun = hc.mode.name == "MULTIRUN"
+    # a dir holding only what Hydra has just written is this run's own: a failed run removes it
+    fresh = {p.name for p in out_dir.iterdir()} <= {hc.output_subdir, f"{hc.job.name}.log"}
     quieted = _quiet_console() if multirun else []
     try:
         result = run(cfg, out_dir, job_name=f"{hc.job.name}-{hc.job.num}" if multirun else None)
@@ -50,13 +53,29 @@ def _hydra_main(cfg: DictConfig) -> float | None:
         if multirun:  # the job's one line, kept for the sweep's summary (SweepSummary); the other jobs go on
             (out_dir / FAILED_FILE).write_text(line + "\n")
             return None
+        if fresh:  # nothing that looks like a run is left behind: the error line is all the run had to say
+            _drop_run_dir(out_dir)
         sys.exit(2)
+    except Exception as e:  # a bug: its traceback follows; the dir keeps its log, marked failed
+        if not (out_dir / METRICS_FILE).is_file():
+            (out_dir / FAILED_FILE).write_text(f"{type(e).__name__}: {e}".splitlines()[0][:300] + "\n")
+        raise
     finally:
         for handler, level in quieted:
             handler.setLevel(level)
     if multirun:
         print(f"  job {hc.job.num}: {job_line(result.console)}", flush=True)
     return result.metrics.get("objective")  # the sweeper's objective (a probe's headline score)
+
+
+def _drop_run_dir(out_dir: Path) -> None:
+    """Remove a failed run's dir, with the log files Hydra keeps open in it."""
+    root = logging.getLogger()
+    for h in list(root.handlers):
+        if isinstance(h, logging.FileHandler) and Path(h.baseFilename).parent == out_dir.resolve():
+            root.removeHandler(h)
+            h.close()
+    shutil.rmtree(out_dir, ignore_errors=True)
 
 
 def _quiet_console() -> list[tuple[logging.Handler, int]]:

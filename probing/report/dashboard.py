@@ -206,7 +206,7 @@ def write_dashboard(run_dirs: Sequence[Path], out_file: Path, title: Optional[st
         unfinished = [str(p) for p in run_dirs if not is_finished(Path(p)) and is_run_dir(Path(p))]
         raise FileNotFoundError("nothing to report: no heads, probe, importance or sweep tables in " +
                                 ", ".join(str(p) for p in run_dirs) +
-                                (f" (unfinished runs left out: {', '.join(unfinished)})" if unfinished else ""))
+                                (f" (unfinished or failed runs left out: {', '.join(unfinished)})" if unfinished else ""))
     if relations:
         for s in sources:
             if s.heads is not None:

@@ -220,6 +220,10 @@ def load_sources(paths: list[Path]) -> list[Source]:
         jobs = job_dirs(p)
         if (p / f"{schema.SWEEP.name}.csv").exists() or (p / f"{schema.SWEEP.name}.parquet").exists() or jobs:
             got = load_sweep(p, jobs)
+        elif is_run_dir(p) and (p / schema.FAILED_FILE).is_file():
+            log.warning("%s: a failed run (%s: %s); left out", p, schema.FAILED_FILE,
+                        (p / schema.FAILED_FILE).read_text().strip())
+            got = []
         elif is_run_dir(p) and not is_finished(p):
             log.warning("%s: an unfinished run (no %s: it failed or is still running); left out", p,
                         schema.METRICS_FILE)

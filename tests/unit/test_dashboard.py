@@ -146,7 +146,7 @@ def test_cli_errors_and_default_output(tmp_path, capsys):
     write_table(heads_table(), run, "heads")
     with pytest.raises(SystemExit) as e:  # tables without metrics.json: a run that failed part-way
         main([str(run)])
-    assert e.value.code == 2 and "unfinished runs left out: " + str(run) in capsys.readouterr().err
+    assert e.value.code == 2 and "unfinished or failed runs left out: " + str(run) in capsys.readouterr().err
     put_json(run / "metrics.json", {"task": "heads"})
     main([str(run)])
     assert capsys.readouterr().out.strip() == str((run / "dashboard.html").resolve())
