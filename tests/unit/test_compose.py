@@ -97,6 +97,26 @@ def test_every_help_example_composes_and_help_lists_every_key():
         assert f"({section}.*)" in text
 
 
+def test_help_says_what_every_key_means_in_one_line_from_the_schema_comments():
+    lines = help_text().splitlines()
+    for key in schema_keys():
+        (line,) = [ln for ln in lines if ln.startswith(f"    {key}=")]
+        meaning = re.fullmatch(r"    \S+=.*?  \(.+?\)  (.+)", line)
+        assert meaning and len(meaning.group(1)) <= 104, line  # a field without a comment has no meaning here
+    # the field's own comment, its first clause (brackets kept whole, "et al." not a sentence's end)
+    assert "    extract.pooling=mean_sum  (mean_sum|first)  how word pieces become words: mean_sum (rows averaged, " \
+           "columns summed) or first (the first piece)" in lines
+    assert "    model.revision=null  (str)  the hub revision to load (a branch, tag or commit; null: the default " \
+           "branch)" in lines
+    assert "    importance.method=both  (ablation|gradient|both)  ablation (each head in turn), gradient (Michel et " \
+           "al. 2019) or both" in lines
+    # an inherited field: the comment of the class that defines it; a comment block above a field; a long one cut
+    assert "    probe.ci=0.95  (float)  the level of every interval (0.95: 95%)" in lines
+    assert "    data.path=null  (str)  conllu: one file" in lines
+    assert "    extract.keep_maps=true  (bool)  false: task=heads keeps, instead of each measure's maps, what it needs " \
+           "of them (every head's pick ..." in lines
+
+
 def test_the_command_line_prints_one_line_and_exits_2():
     got = subprocess.run([sys.executable, "-m", "probing.cli", "task=head"], cwd=ROOT, capture_output=True,
                          text=True, timeout=120)
