@@ -22,7 +22,7 @@ import typing
 from pathlib import Path
 from typing import Any, Iterable, Optional, Sequence
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from probing.config import (
     OPTIONAL_SECTIONS,
@@ -192,7 +192,7 @@ def _translate(err: Exception, overrides: Sequence[str], task: Optional[str]) ->
         key = found.group(1)
         if task and _section_error(key, task):
             return _section_error(key, task)
-        return f"unknown config key {key!r}" + _hint(key, schema_keys())
+        return _unknown_key(key, next((o.split("=", 1)[1] for o in overrides if _key_of(o) == key and "=" in o), ""))
     found = re.search(r"Error merging override (\S+)", text)
     if found:
         cause = str(err.__cause__ or "").strip().splitlines()
@@ -202,6 +202,25 @@ def _translate(err: Exception, overrides: Sequence[str], task: Optional[str]) ->
             return f"{found.group(1)}: {key} is a group of settings ({', '.join(_children(key))})"
         return f"{found.group(1)}: {cause[0] if cause else text.splitlines()[0]}"
     return text.strip().splitlines()[0]
+
+
+def _unknown_key(key: str, value: str) -> str:
+    """The line for a key the schema lacks: the nearest key, or the group a top-level name mistypes (``datta=ud``
+    is ``data=ud``, not a key of the data group)."""
+    group = _nearest_group(key)
+    if group:
+        return f"unknown config key {key!r}; did you mean {group}={value if value in groups()[group] else '...'}?"
+    return f"unknown config key {key!r}" + _hint(key, schema_keys())
+
+
+def _nearest_group(name: str) -> Optional[str]:
+    """The config group a top-level name is closest to, when it is closer to one than to a top-level key
+    (``datta`` -> ``data``; ``sed`` -> None, the key ``seed``)."""
+    if "." in name:
+        return None
+    top = [k for k in schema_keys() if "." not in k]
+    close = difflib.get_close_matches(name, list(groups()) + top, n=1, cutoff=0.7)
+    return close[0] if close and close[0] in groups() else None
 
 
 def _children(key: str) -> list[str]:
@@ -265,7 +284,7 @@ def check_composed(cfg: Any) -> None:
     unknown = unknown_keys(cfg)
     if unknown:
         key, _ = unknown[0]
-        raise ProbingError(f"unknown config key {key!r}" + _hint(key, schema_keys()))
+        raise ProbingError(_unknown_key(key, str(OmegaConf.select(cfg, key, default=""))))
     task = TaskName(str(cfg.task.name))
     extra = [s for s in OPTIONAL_SECTIONS if cfg.get(s) is not None and s not in TASK_SECTIONS[task]]
     if extra:

@@ -46,6 +46,10 @@ def test_the_probe_group_comes_with_task_probe():
     (["extract.polling=first"], "unknown config key 'extract.polling'; did you mean extract.pooling?"),
     (["+extract.polling=first"], "unknown config key 'extract.polling'; did you mean extract.pooling?"),
     (["polling=first"], "unknown config key 'polling'; did you mean extract.pooling?"),
+    (["datta=ud"], "unknown config key 'datta'; did you mean data=ud?"),  # a group mistyped, not data.dir
+    (["+modle=gpt2"], "unknown config key 'modle'; did you mean model=gpt2?"),
+    (["datta=nowhere"], "unknown config key 'datta'; did you mean data=...?"),
+    (["sed=1"], "unknown config key 'sed'; did you mean seed?"),  # a top-level key closer than any group
     (["task=probe", "probe=distance", "probe.regimen.lrr=0.1"], "unknown config key 'probe.regimen.lrr'; did "
                                                                  "you mean probe.regimen.lr?"),
     (["task=probe", "probe.C=0.5"], "unknown config key 'probe.C'; did you mean probe.linear.C?"),
