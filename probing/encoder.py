@@ -190,8 +190,14 @@ def resolve_model_path(name_or_path: str, gguf_cache: Optional[str] = None) -> s
 
 
 # What to do instead when a hub model cannot be had, in every such error line.
-HUB_HINT = ("set HF_HUB_OFFLINE=1 to use cached models only, or run the bundled model=minilm, or a checkpoint "
-            "folder with model=local model.name_or_path=DIR")
+_OTHER_MODELS = "run the bundled model=minilm, or a checkpoint folder with model=local model.name_or_path=DIR"
+
+
+def hub_hint() -> str:
+    """What to do about a hub model that did not load, without telling to set what is already set."""
+    if os.environ.get("HF_HUB_OFFLINE") == "1":
+        return f"load it once with the network (HF_HUB_OFFLINE unset) to cache it, or {_OTHER_MODELS}"
+    return f"set HF_HUB_OFFLINE=1 to use cached models only, or {_OTHER_MODELS}"
 
 
 def check_reachable(path: str, revision: Optional[str], timeout: float = 3.0) -> None:
@@ -215,7 +221,7 @@ def check_reachable(path: str, revision: Optional[str], timeout: float = 3.0) ->
         socket.create_connection((url.hostname, url.port or 443), timeout=timeout).close()
     except OSError:
         raise ModelLoadError(f"could not reach {url.hostname} for model {path!r} (not in the local cache); "
-                             f"{HUB_HINT}") from None
+                             f"{hub_hint()}") from None
 
 
 def resolved_device(name: str) -> str:
@@ -330,7 +336,7 @@ class Encoder:
             offline = os.environ.get("HF_HUB_OFFLINE") == "1"
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             hint = " (HF_HUB_OFFLINE=1 is set: only cached or local models load)" if offline else ""
-            raise ModelLoadError(f"could not load model {name_or_path!r}{hint}: {first}; {HUB_HINT}") from None
+            raise ModelLoadError(f"could not load model {name_or_path!r}{hint}: {first}; {hub_hint()}") from None
         dev = _device(cfg.device)
         model.to(dev)
         model.eval()
