@@ -168,8 +168,8 @@ def main() -> None:
             rows[mode] = r
     a, b, c = (rows[m]["seconds"] for m in ("a_user_loop", "b_framework", "c_forward_only"))
     print(f"best of {args.repeat}: (c) {c:.2f} s, (b) {b:.2f} s; (a) {a:.2f} s")
-    print(f"speed-up of the framework over the user loop (a/b): {a / b:.2f}x   (target >= 5x)")
-    print(f"framework time over forward-only time (b/c):        {b / c:.2f}x   (target <= 1.2x)")
+    print(f"speed-up of the framework over the user loop (a/b): {a / b:.2f}x   (project goal >= 5x)")
+    print(f"framework time over forward-only time (b/c):        {b / c:.2f}x   (project goal <= 1.2x)")
 
 
 if __name__ == "__main__":

@@ -111,8 +111,8 @@ def main() -> None:
                       f"{r['peak_rss_mb']:7.0f} MB", flush=True)
         a_f = statistics.median(a["seconds"] / f["seconds"] for a, f in zip(runs["a"], runs["f"]))
         n_a = statistics.median(n["seconds"] / a["seconds"] for n, a in zip(runs["n"], runs["a"]))
-        print(f"{model}: [attention] extraction / bare forward {a_f:.2f}x (target <= 1.0x); "
-              f"[attention,norm] / [attention] {n_a:.2f}x (target <= 1.3x); medians of {args.repeat} paired runs")
+        print(f"{model}: [attention] extraction / bare forward {a_f:.2f}x (project goal <= 1.0x); "
+              f"[attention,norm] / [attention] {n_a:.2f}x (project goal <= 1.3x); medians of {args.repeat} paired runs")
 
 
 if __name__ == "__main__":

@@ -150,9 +150,9 @@ def main() -> None:
     n_rel = len(counts["as_is"].relations) + len(counts["base"].relations)
     print(f"vectorised, all {len(corpus)} sentences, {n_rel} relations (as_is + base, incl. all), "
           f"72 heads, 2 directions, 6 offsets:")
-    print(f"  no bootstrap:               {full:6.2f} s   (target < 5 s)")
+    print(f"  no bootstrap:               {full:6.2f} s   (project goal < 5 s)")
     print(f"  with {args.resamples} bootstrap resamples: {full_boot:6.2f} s   ({full_boot / full:.2f}x; "
-          f"target <= 2x)")
+          f"project goal <= 2x)")
 
     subset = np.arange(len(corpus) if args.loop_sentences is None else min(args.loop_sentences, len(corpus)))
     loop_s, loop_hits = plain_loop(store_dir, corpus, subset)
@@ -162,7 +162,7 @@ def main() -> None:
     ok = all(np.array_equal(loop_hits[r].ravel() if r in loop_hits else np.zeros(lh), c.totals[k, :lh])
              for k, r in enumerate(c.relations))
     print(f"same {len(subset)} sentences: plain loop {loop_s:.2f} s, vectorised {vec_s:.3f} s -> "
-          f"{loop_s / vec_s:.0f}x faster (target >= 20x); identical counts: {ok}")
+          f"{loop_s / vec_s:.0f}x faster (project goal >= 20x); identical counts: {ok}")
     if len(subset) < len(corpus):
         print(f"  extrapolated plain loop on all {len(corpus)}: ~{loop_s * len(corpus) / len(subset):.0f} s")
 

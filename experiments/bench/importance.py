@@ -1,6 +1,6 @@
 """Single-head ablation of all 72 MiniLM heads on EWT dev against 72 plain forward passes over the same
-batches, and gradient importance against one plain forward pass, side by side in one process (targets: at
-most 0.75x and 4x).
+batches, and gradient importance against one plain forward pass, side by side in one process (the project's goals:
+at most 0.75x and 4x).
 
 The ablation runs as ``task=importance`` does (:func:`probing.importance.scores.evaluate`, mean ablation,
 the embedding readout so that no probe has to be fitted): the lower layers and layer k's attention come from

@@ -9,7 +9,7 @@ slows both sides of a pair, so the paired median is the steadier figure.
 
     HF_HUB_OFFLINE=1 python experiments/bench/measures.py --limit 200 --repeat 8 --no-value-zeroing
 
-Targets: ``[attention,norm]`` at most 1.3x ``[attention]``, the five measures at most 2x. Figures:
+The project's goals: ``[attention,norm]`` at most 1.3x ``[attention]``, the five measures at most 2x. Figures:
 experiments/bench/README.md."""
 
 from __future__ import annotations

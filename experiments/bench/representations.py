@@ -8,7 +8,7 @@ attention-only run of its own repeat and their median (``paired_ratio_median``);
 Prints one JSON line per configuration (wall and process CPU seconds, their ratios to attention only, MiB of
 each store) and one with the disk size of the whole of EWT train, computed exactly from its sentences' lengths
 (float16: ``(L+1)·M·D`` + ``L·H·M·d`` values against ``L·H·M²`` for the maps, M positions a sentence).
-``--configs`` runs attention alone beside only the named stores. Target: attention + hidden + heads at most
+``--configs`` runs attention alone beside only the named stores. The project's goal: attention + hidden + heads at most
 1.2x attention only.
 
     HF_HUB_OFFLINE=1 python experiments/bench/representations.py --limit 200 --repeat 4

@@ -1,5 +1,5 @@
 """Benchmark: a structural distance probe (Hewitt and Manning 2019) on one layer of MiniLM's hidden vectors,
-trained on UD EWT train, stopped early on dev, scored on dev and test (target: under a minute on 2 cores).
+trained on UD EWT train, stopped early on dev, scored on dev and test (project goal: under a minute on 2 cores).
 
 Reads the ``hidden`` representation stores through the same path as ``task=probe probe=distance`` (built first
 if missing, and that time reported apart). Reports, for the probe alone: seconds to gather the word vectors,
