@@ -21,6 +21,7 @@ from probing.alignment import load_kernel, piece_positions
 from probing.buffers import Buffers
 from probing.config import LmHead, ModelConfig, enum_value
 from probing.errors import ModelLoadError
+from probing.paths import user_cache
 
 log = logging.getLogger(__name__)
 
@@ -49,10 +50,13 @@ MODEL_CACHE_ENV = "PROBING_MODEL_CACHE"  # where dequantised checkpoints are kep
 def model_cache_root(configured: Optional[str]) -> Path:
     """``model.gguf_cache``, else ``$PROBING_MODEL_CACHE``, else the user's cache dir (``$XDG_CACHE_HOME`` or
     ``~/.cache``) ``/probing/models``."""
-    chosen = configured or os.environ.get(MODEL_CACHE_ENV)
-    if chosen:
-        return Path(chosen).expanduser().resolve()
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "probing" / "models"
+    return user_cache(configured, MODEL_CACHE_ENV, "models")
+
+
+def bundled_gguf_name(name_or_path: str) -> Optional[str]:
+    """The :data:`BUNDLED_GGUF` name that ``bundled:<name>`` names, else None."""
+    name = name_or_path.removeprefix("bundled:") if name_or_path.startswith("bundled:") else None
+    return name if name in BUNDLED_GGUF else None
 
 
 def bundled_gguf_file(name: str) -> Path:
@@ -175,8 +179,8 @@ def resolve_model_path(name_or_path: str, gguf_cache: Optional[str] = None) -> s
     if not name_or_path:
         raise ModelLoadError("model.name_or_path is empty: give a hub id or a checkpoint directory "
                              "(probing model=local model.name_or_path=DIR)")
-    bundled = name_or_path.removeprefix("bundled:") if name_or_path.startswith("bundled:") else None
-    if bundled in BUNDLED_GGUF:
+    bundled = bundled_gguf_name(name_or_path)
+    if bundled:
         return str(dequantised_checkpoint(bundled, gguf_cache))
     if name_or_path == "bundled:minilm":
         try:
@@ -550,8 +554,8 @@ def model_label(cfg: ModelConfig) -> str:
 def model_identity(cfg: ModelConfig) -> dict:
     """What identifies a model's weights without loading them: id, revision, local file fingerprint, and for
     ``random_init`` the seed of its fresh weights (left out otherwise, so trained models keep their keys)."""
-    bundled = cfg.name_or_path.removeprefix("bundled:") if cfg.name_or_path.startswith("bundled:") else None
-    if bundled in BUNDLED_GGUF:  # named by the file's checksum and its quantisation, without converting it
+    bundled = bundled_gguf_name(cfg.name_or_path)
+    if bundled:  # named by the file's checksum and its quantisation, without converting it
         spec = BUNDLED_GGUF[bundled]
         weights = f"{spec.quantisation} GGUF dequantised, sha256 {file_sha256(bundled_gguf_file(bundled))}"
     else:

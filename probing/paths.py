@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Optional
 
 
 def absolute(path: str) -> str:
@@ -17,3 +19,12 @@ def absolute(path: str) -> str:
     except (ImportError, ValueError):
         base = Path.cwd()
     return str((base / p).resolve())
+
+
+def user_cache(configured: Optional[str], env: str, name: str) -> Path:
+    """A cache folder: the configured path, else ``$<env>``, else the user's cache dir (``$XDG_CACHE_HOME`` or
+    ``~/.cache``) ``/probing/<name>``."""
+    chosen = configured or os.environ.get(env)
+    if chosen:
+        return Path(absolute(chosen))
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "probing" / name

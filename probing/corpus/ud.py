@@ -13,7 +13,6 @@ import hashlib
 import http.client
 import json
 import logging
-import os
 import re
 import urllib.error
 import urllib.request
@@ -28,7 +27,7 @@ from probing.corpus.sentence import Corpus
 from probing.corpus.ud_names import Treebank, treebank
 from probing.errors import CorpusError
 from probing.io import AtomicFile, write_json
-from probing.paths import absolute
+from probing.paths import absolute, user_cache
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +60,7 @@ class Split(Choice):
 def cache_root(configured: Optional[str]) -> Path:
     """The download cache: ``data.ud_cache``, else ``$PROBING_UD_CACHE``, else the user's cache dir
     (``$XDG_CACHE_HOME`` or ``~/.cache``) ``/probing/ud``."""
-    chosen = configured or os.environ.get(CACHE_ENV)
-    if chosen:
-        return Path(absolute(chosen))
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "probing" / "ud"
+    return user_cache(configured, CACHE_ENV, "ud")
 
 
 def read_treebank(cfg: Any, split: str) -> Corpus:

@@ -10,6 +10,7 @@ own masked-LM head on a fixed set of masked words, the ``lm`` readout a causal L
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from dataclasses import dataclass
 from typing import Protocol, Sequence
 
@@ -60,10 +61,10 @@ def trivial_baselines(metric: str, train: Corpus, corpus: Corpus) -> dict[str, f
     readout, every word after each sentence's first) by the training sentences' most frequent such word; none
     for the others."""
     if metric == "lm_accuracy":
-        seen = [w for s in train for w in s.words[1:]]
+        seen = Counter(w for s in train for w in s.words[1:])
         if not seen:
             return {}
-        top = max(set(seen), key=seen.count)
+        top = seen.most_common(1)[0][0]
         scored = [w for s in corpus for w in s.words[1:]]
         return {f"most frequent word ({top!r})": float(np.mean([w == top for w in scored]))} if scored else {}
     arcs = [(w, h, r) for s in corpus for w, (h, r) in enumerate(zip(s.heads or (), s.relations or ())) if h >= 0]
