@@ -26,7 +26,9 @@ def safe_name(text: str) -> str:
 def relation_heatmaps(table: pd.DataFrame, directions: Sequence[str], title: str, fig_dir: Path
                       ) -> list[Path]:
     """``heads_<relation>.png`` for every relation of ``table`` (one label set): one panel per direction, layer
-    x head accuracy, the best cell outlined, the best head and the baseline in the panel's title.
+    x head accuracy, the best cell outlined, the best head and the baseline in the panel's title. A direction
+    with no row for a relation (``min_count`` kept it in the other direction only, common for a causal model's
+    store) is an empty panel saying so; where the directions count different arcs, each panel names its n.
 
     The figure is laid out and drawn once; for each relation only the images, outlines and titles are drawn
     again over the saved background (matplotlib's blitting), which makes a figure about ten times cheaper
@@ -58,18 +60,28 @@ def relation_heatmaps(table: pd.DataFrame, directions: Sequence[str], title: str
     paths = []
     for relation, rows in table.groupby("relation", sort=True):
         fig.canvas.restore_region(background)
+        counts = {d: rows.loc[rows["direction"] == d, "n"] for d in directions}
+        # a causal store scores each direction over the arcs it can see, so the counts may differ by panel
+        shared = {int(c.iloc[0]) for c in counts.values() if len(c)}
         for (ax, im, rect), d in zip(panels, directions):
-            sub = rows[rows["direction"] == d]
+            sub = rows[(rows["direction"] == d) & rows["accuracy"].notna()]
             grid = np.full((n_layers, n_heads), np.nan)
             grid[sub["layer"].to_numpy(dtype=int), sub["head"].to_numpy(dtype=int)] = sub["accuracy"].to_numpy()
             im.set_data(grid)
-            best = sub.loc[sub["accuracy"].idxmax()]
-            rect.set_xy((best["head"] - 0.5, best["layer"] - 0.5))
-            ax.title.set_text(f"{d}: best {int(best['layer'])}-{int(best['head'])} {best['accuracy']:.2f}\n"
-                              f"baseline ({int(best['baseline_offset']):+d}) {best['baseline_accuracy']:.2f}")
+            if sub.empty:  # min_count kept this relation in the other direction only
+                rect.set_visible(False)
+                ax.title.set_text(f"{d}: not scored\n(fewer arcs than min_count)")
+            else:
+                best = sub.loc[sub["accuracy"].idxmax()]
+                rect.set_visible(True)
+                rect.set_xy((best["head"] - 0.5, best["layer"] - 0.5))
+                n = f", n={int(sub['n'].iloc[0])}" if len(shared) > 1 else ""
+                ax.title.set_text(f"{d}: best {int(best['layer'])}-{int(best['head'])} {best['accuracy']:.2f}{n}\n"
+                                  f"baseline ({int(best['baseline_offset']):+d}) {best['baseline_accuracy']:.2f}")
             for artist in (im, rect, *ax.spines.values(), ax.title):
                 ax.draw_artist(artist)
-        suptitle.set_text(f"{relation}  (n={int(rows['n'].iloc[0])})\n{title}")
+        n_text = f"  (n={shared.pop()})" if len(shared) == 1 else ""
+        suptitle.set_text(f"{relation}{n_text}\n{title}")
         fig.draw_artist(suptitle)
         path = fig_dir / f"heads_{safe_name(str(relation))}.png"
         buf = fig.canvas.buffer_rgba()

@@ -72,12 +72,15 @@ def conventions(h: HeadsConfig, store: AttentionStore, seed: int) -> dict:
                        "head_to_dep": "argmax of the dependent's column (who looks at it most) is its gold head"},
         "diagonal": "zeroed before the argmax",
         "ties": "leftmost word",
-        "root": "never predicted: a root word is never correct (it counts in 'all')",
+        "root": ("not scored: a root word has no arc a direction can see (it counts in neither direction's 'all')"
+                 if store.causal else "never predicted: a root word is never correct (it counts in 'all')"),
         "punctuation": "scored as the relation 'punct' and included in 'all'; patterns: words with UPOS in "
                        f"{list(h.punct_upos)}",
         "min_count": h.min_count, "skip_relations": list(h.skip_relations), "offsets": list(h.offsets),
-        "baseline": "the offset with the highest accuracy on the whole data (ties: first in offsets), the same "
-                    "for both directions",
+        "baseline": ("per direction, the offset with the highest accuracy over the arcs that direction can see "
+                     "(ties: first in offsets); the baselines table names the direction" if store.causal else
+                     "the offset with the highest accuracy on the whole data (ties: first in offsets), the same "
+                     "for both directions"),
         "label_sets": [str(s) for s in h.label_sets],
         "bootstrap": {"resamples": h.bootstrap, "ci": h.ci, "seed": seed, "unit": "sentence",
                       "interval": "percentile"},
