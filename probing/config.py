@@ -434,6 +434,9 @@ class HeadsConfig(BootstrapSettings):
     # induction: this many random word sequences of the corpus's words (seeded by the run's seed), each of
     # induction_words[0]..induction_words[1] words, repeated twice, extracted through the model (0: no induction)
     induction_sequences: int = 100
+    # a head is of a detector's kind when its score beats its null by more than this much attention mass
+    # (the one-sided test of score - null > detector_min_gain, adjusted across heads)
+    detector_min_gain: float = 0.1
     # induction: the fewest and most words of each random sequence
     induction_words: List[int] = field(default_factory=lambda: [10, 20])
     figures: bool = True  # write the run's PNG figures

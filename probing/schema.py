@@ -62,6 +62,13 @@ HEAD_DISTANCES = _t("head_distances", RUN_KEYS + ("layer_a", "head_a", "layer_b"
 HEAD_MDS = _t("head_mds", RUN_KEYS + (LAYER, HEAD), ("x", "y"), "2-D metric MDS of the head distances")
 TREES = _t("trees", RUN_KEYS + ("method", "direction", LAYER, HEAD), ("uas", "uuas"),
            "spanning trees decoded from single heads, beside branching baselines")
+DETECTORS = _t("detectors", RUN_KEYS + ("detector", LAYER, HEAD),
+               ("score", "null", "ci_low", "ci_high", "p", "p_adjusted", "passes", "n_sentences", "n_queries"),
+               "head detectors: each head's mean attention mass on the detector's target (previous, next word, "
+               "itself, the first word, punctuation, earlier copies of its word, the induction target) beside its "
+               "null (that mass spread uniformly over the keys the query can reach), the score's bootstrap "
+               "interval over sentences, the one-sided bootstrap p-value of score - null > heads.detector_min_gain, "
+               "adjusted across the heads of each detector (heads.multiplicity); passes: p_adjusted < heads.alpha")
 PROBE_IDENT = ("model", "corpus", "train_split", "eval_split", "features", "measure", "probe", LAYER, HEAD,
                "head_set")
 PROBE_SCORES = _t("probe_scores", PROBE_IDENT + ("metric",),

@@ -23,6 +23,7 @@ from markupsafe import Markup
 
 from probing import schema
 from probing.report import (
+    dashboard_detectors,
     dashboard_figures,
     dashboard_importance,
     dashboard_overview,
@@ -40,7 +41,7 @@ MAX_OPEN_FIGURES = 4  # a page with more figures opens with its sections closed,
 # The sections under the overview, in page order: anchor and name.
 SECTIONS = (("runs", "runs"), ("heads", "heads per relation"), ("best", "best-heads table"), ("probes", "probes"),
             ("vectors", "probes on representations"), ("importance", "importance"),
-            ("patterns", "attention patterns"), ("trees", "trees from single heads"),
+            ("patterns", "attention patterns"), ("types", "head types"), ("trees", "trees from single heads"),
             ("mds", "heads in two dimensions"), ("figures", "figures of the runs"))
 
 
@@ -135,6 +136,7 @@ def _figures(sources: Sequence[Source]) -> dict[str, list[Block]]:
                               + dashboard_importance.method_figures(sources)
                               + dashboard_importance.pruning_figures(sources), anchors=True),
         "patterns": _blocks(dashboard_figures.pattern_figures(sources)),
+        "types": _blocks(dashboard_detectors.type_figures(sources)),
         "trees": _blocks(dashboard_figures.tree_figures(sources)),
         "mds": _blocks(dashboard_figures.mds_figures(sources))}
 
@@ -176,9 +178,11 @@ def render(sources: Sequence[Source], title: str = "probing dashboard") -> str:
     figs = _figures(sources)
     best = dashboard_figures.best_heads(sources)
     link = dashboard_importance.link_table(sources)
+    types = dashboard_detectors.type_table(sources)
     probe_best = dashboard_overview.probe_overview(sources)
     tables = {"best": table_data(best) if len(best) else None, "probe_table": _probe_table(sources),
-              "link": table_data(link) if len(link) else None}
+              "link": table_data(link) if len(link) else None,
+              "types_table": table_data(types) if len(types) else None}
     run_figures = _run_figures(sources)
     runs = table_data(_runs_table(sources))
     parts = {"runs": runs, **figs, "best": tables["best"], "figures": run_figures,

@@ -33,6 +33,7 @@ class Source:
     best: Optional[pd.DataFrame] = None  # task=heads: the best head per relation, in-sample and held out
     patterns: Optional[pd.DataFrame] = None
     mds: Optional[pd.DataFrame] = None
+    detectors: Optional[pd.DataFrame] = None  # task=heads: each head's detector scores beside their nulls
     probes: Optional[pd.DataFrame] = None  # long: layer, head, metric, value (+ probe, model...)
     trees: Optional[pd.DataFrame] = None  # per head: method, direction, layer, head, uas (+ baselines)
     importance: Optional[pd.DataFrame] = None  # task=importance: per head (or layer) and relation, score
@@ -109,6 +110,8 @@ def load_run(run_dir: Path) -> Source:
                                                            "held_out_accuracy"))
     src.patterns = patterns_long(_schema_table(run_dir, schema.PATTERNS, ("layer", "head")))
     src.mds = _schema_table(run_dir, schema.HEAD_MDS, ("layer", "head", "x", "y"))
+    src.detectors = _schema_table(run_dir, schema.DETECTORS, ("detector", "layer", "head", "score", "null",
+                                                               "p_adjusted", "passes"))
     src.probes = probe_rows(run_dir, metrics)
     src.trees = _schema_table(run_dir, schema.TREES, ("method", "direction", "layer", "head", "uas"))
     load_importance(src)

@@ -2,22 +2,27 @@
 
 Reads the attention store only (the model runs only if the store has to be built). Tables in the run dir: ``heads`` (accuracy of
 every head per relation and direction, with CIs and the best baseline), ``baselines`` (every offset),
-``best_heads``, ``patterns`` and ``patterns_layers``, ``head_distances`` and ``head_mds``, ``trees``;
+``best_heads``, ``patterns`` and ``patterns_layers``, ``head_distances`` and ``head_mds``, ``trees``,
+``detectors`` (with ``heads.induction_sequences``, a small store of repeated random word sequences is extracted
+for the induction detector);
 figures in ``figures/``. The returned dict (``metrics.json``) holds the best head per relation and every
 convention the numbers depend on.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any, Optional
 
 import numpy as np
 import pandas as pd
+from omegaconf import OmegaConf
 
 from probing import schema
 from probing.config import (
     DataConfig,
+    Detector,
     Direction,
     ExtractConfig,
     HeadsConfig,
@@ -29,8 +34,9 @@ from probing.config import (
 from probing.corpus import Corpus
 from probing.corpus.cache import load_corpus_cached
 from probing.errors import ProbingError
-from probing.extract import ensure_store
+from probing.extract import ExtractReport, ensure_store
 from probing.figures import heads as heads_figures
+from probing.heads.detectors import WORD_DETECTORS, detector_table, induction_corpus, induction_table
 from probing.heads.distances import distance_table, mds_embedding
 from probing.heads.head_accuracy import accuracy_table
 from probing.heads.patterns import layer_means
@@ -39,7 +45,7 @@ from probing.heads.selection import count_part, halves, held_out
 from probing.heads.statistics import distances_of, patterns_of, statistics, trees_of
 from probing.schema import ALL
 from probing.stats.multiplicity import adjust
-from probing.store import AttentionStore
+from probing.store import AttentionStore, StatisticsStore
 from probing.tasks.base import RunOutput, StageTimer, TaskResult
 from probing.tasks.store_summary import describe_part, describe_store, part_metrics, store_use
 
@@ -56,6 +62,20 @@ def _check(h: HeadsConfig) -> None:
         raise ProbingError(f"heads.offsets={list(h.offsets)}: need at least one offset, and 0 is not an offset")
     if h.bootstrap < 0 or not 0 < h.ci < 1:
         raise ProbingError(f"heads.bootstrap must be >= 0 and heads.ci in (0, 1); got {h.bootstrap}, {h.ci}")
+    if h.induction_sequences < 0:
+        raise ProbingError(f"heads.induction_sequences={h.induction_sequences}: need >= 0 (0: no induction)")
+
+
+def kv_groups(store: AttentionStore) -> Optional[str]:
+    """Which query heads share a key/value head, for a model with grouped-query attention (else None): every
+    table reports the query heads, each with a map of its own."""
+    h, kv = store.num_heads, store.kv_heads
+    if not kv or kv >= h or h % kv or store.num_heads == 1:
+        return None
+    g = h // kv
+    groups = ", ".join(f"{k * g}-{k * g + g - 1}: {k}" for k in range(kv))
+    return (f"{h} query heads per layer share {kv} key/value heads (query head h reads key/value head h // {g}; "
+            f"query heads {groups}): heads of a group see the same keys and values through their own queries")
 
 
 def conventions(h: HeadsConfig, store: AttentionStore, seed: int) -> dict:
@@ -90,6 +110,17 @@ def conventions(h: HeadsConfig, store: AttentionStore, seed: int) -> dict:
                      "entropy": "nats"},
         "distances": {"metric": "Jensen-Shannon distance, base 2, mean over attending words",
                       "sentences": h.distance_sentences, "mds": "metric MDS (SMACOF, scikit-learn's: random init, 4 inits), precomputed, seed"},
+        "detectors": {
+            "score": "mean over a sentence's queries that have a target of the attention mass on the target, then "
+                     "over sentences", "words": "word-level maps (special positions dropped)",
+            "null": "the row's mass on words spread uniformly over the keys the query reaches (all words; causal: "
+                    "itself and its left), averaged like the score",
+            "test": f"one-sided bootstrap p-value of score > null + {h.detector_min_gain} over sentences, (1 + "
+                    f"#{{gain <= {h.detector_min_gain}}}) / (1 + resamples), adjusted across the heads of each detector ({h.multiplicity}), passes below "
+                    f"alpha={h.alpha}", "duplicate": "earlier words of the same lower-cased form",
+            "first": "the first word, from the queries after it", "next": "not reported for a causal model",
+            "induction": f"{h.induction_sequences} random sequences of {list(h.induction_words)} distinct words of "
+                         "the corpus repeated twice (seed: the run's); query k+i -> key i+1"},
         "trees": {"directed": "Chu-Liu-Edmonds rooted at the gold root, UAS over non-root words",
                   "undirected": "Prim maximum spanning tree of A + A.T, UUAS over gold edges",
                   "right_branching": "head = previous word", "left_branching": "head = next word",
@@ -223,9 +254,27 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, heads: Hea
     if sel is not None:
         select = (other, sel.store)
         used.append(store_use(sel, other))
-    result = analyse(corpus, report.store, heads, seed, out, select)
+    induction = None
+    if heads.detectors and heads.induction_sequences > 0:
+        repeated = induction_corpus(corpus, heads.induction_sequences, list(heads.induction_words), seed)
+        built = _induction_store(model, repeated, extract, heads)
+        induction = (repeated, built.store)
+        used.append(store_use(built, repeated))
+    result = analyse(corpus, report.store, heads, seed, out, select, induction)
     result.stores.extend(used)
     return result
+
+
+def _induction_store(model: ModelConfig, corpus: Corpus, extract: ExtractConfig, h: HeadsConfig) -> ExtractReport:
+    """The maps of the induction sequences: ``heads.measure`` alone, kept (they are few), in one part."""
+    settings = dict(measures=[h.measure], representations=[], keep_maps=True, partitions=1, partition=None)
+    if OmegaConf.is_config(extract):
+        small = extract.copy()
+        for k, v in settings.items():
+            small[k] = v
+    else:
+        small = dataclasses.replace(extract, **settings)
+    return ensure_store(model, corpus, small, h.measure)
 
 
 def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
@@ -233,9 +282,11 @@ def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
 
 
 def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, seed: int, out: RunOutput,
-            select: Optional[tuple[Corpus, AttentionStore]] = None) -> TaskResult:
+            select: Optional[tuple[Corpus, AttentionStore]] = None,
+            induction: Optional[tuple[Corpus, AttentionStore]] = None) -> TaskResult:
     """Every enabled analysis of ``h`` on ``store`` (built from ``corpus``), written through ``out``; ``select``:
-    the corpus and store the best heads are chosen on (``heads.select_split``; None: cross-fitting)."""
+    the corpus and store the best heads are chosen on (``heads.select_split``; None: cross-fitting);
+    ``induction``: the repeated random sequences and their store, for the induction detector (None: none)."""
     _check(h)
     a = _Analysis(corpus, store, h, seed, out)
     best, heads_table = a.relations(select) if corpus.has_trees else (pd.DataFrame(), pd.DataFrame())
@@ -247,10 +298,14 @@ def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, seed: int, ou
         log.info("trees: not decoded for a causal model (a head's row sees only the words on its left)")
     elif h.trees and corpus.has_trees:
         a.trees()
+    if h.detectors:
+        a.detectors(induction)
     if h.figures:
         a.figures(heads_table, patterns, mds)
     a.metrics.update(a.timer.metrics())
     a.metrics["conventions"] = conventions(h, store, seed)
+    if kv_groups(store):
+        a.metrics["key_value_heads"] = kv_groups(store)
     return out.result(a.metrics, console=a.console(best))
 
 
@@ -372,6 +427,29 @@ class _Analysis:
             if not trees.empty:
                 trees = self.save(schema.TREES, trees)
                 self.metrics.update(_tree_metrics(trees))
+
+    def detectors(self, induction: Optional[tuple[Corpus, AttentionStore]]) -> None:
+        """The detectors table: the word detectors on this store's maps (none where only statistics were kept),
+        and induction on its own sequences."""
+        h, store = self.h, self.store
+        with self.timer("detectors", "head detectors"):
+            frames = []
+            if isinstance(store, StatisticsStore):
+                log.info("detectors: extract.keep_maps=false keeps no maps to score the word detectors on; "
+                         "only induction is scored")
+            else:
+                frames.append(detector_table(store, self.corpus, WORD_DETECTORS, list(h.punct_upos), h.bootstrap,
+                                             h.ci, self.seed, Multiplicity(h.multiplicity), h.alpha, h.detector_min_gain, h.block_mb))
+            if induction is not None:
+                frames.append(induction_table(induction[1], induction[0], h.bootstrap, h.ci, self.seed,
+                                              Multiplicity(h.multiplicity), h.alpha, h.detector_min_gain,
+                                              h.block_mb))
+            if not frames:
+                return
+            table = self.save(schema.DETECTORS, pd.concat(frames, ignore_index=True))
+            passing = table[table["passes"].fillna(False).astype(bool)]
+            self.metrics["detector_heads"] = {str(d): int((passing["detector"] == str(d)).sum())
+                                              for d in Detector if (table["detector"] == str(d)).any()}
 
     def figures(self, heads_table: pd.DataFrame, patterns: Optional[pd.DataFrame], mds: Optional[pd.DataFrame]
                 ) -> None:

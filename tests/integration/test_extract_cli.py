@@ -104,7 +104,7 @@ def test_a_damaged_store_is_rebuilt_or_refused_by_name_and_never_scored(tmp_path
 
     assert heads("clean").returncode == 0
     clean = (tmp_path / "clean" / "heads.csv").read_text()
-    store = store_dir(tmp_path / "cache", "minilm-grammar")
+    store = store_dir(tmp_path / "cache", "minilm-grammar-seed")  # not the heads run's induction sequences
     # a truncated shard: found when the store opens, re-extracted, and the numbers are a clean build's
     os.truncate(store / "shard-00001.bin", 100)
     r = heads("truncated")

@@ -39,7 +39,8 @@ def test_multirun_over_measures(tmp_path: Path):
         assert metrics["conventions"]["measure"] == measure
         for table in ("heads", "patterns", "head_distances", "trees"):
             assert set(pd.read_csv(sweep / job / f"{table}.csv")["measure"]) == {measure}, (job, table)
-        (used,) = json.loads((sweep / job / "run_meta.json").read_text())["stores"]
+        used, induction = json.loads((sweep / job / "run_meta.json").read_text())["stores"]
+        assert induction["corpus"] == "grammar-induction" and induction["measure"] == measure
         assert used["measure"] == measure
         stores.append(used["store_dir"])
         normalised = "rows divided by their sum" in metrics["conventions"]["measure_rows"]

@@ -63,4 +63,6 @@ def test_the_tutorial_runs_and_shows_what_its_runs_wrote(tmp_path, monkeypatch):
     assert f"'selectivity': {round(metrics['selectivity'], 3)}" in cell_text(cells["probe"])
 
     listed = cell_text(cells["cache"]).splitlines()
-    assert len(listed) == 1 and "attention, 60 sentences, 6 layers x 12 heads" in listed[0]  # one store, shared
+    # one store of the grammar's sentences, shared by both runs, and the heads run's induction sequences
+    assert len(listed) == 2 and "attention, 60 sentences, 6 layers x 12 heads" in listed[1]
+    assert listed[0].startswith("minilm-grammar-induction-") and "attention, 100 sentences" in listed[0]

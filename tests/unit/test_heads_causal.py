@@ -87,8 +87,11 @@ def test_sink_is_the_mean_attention_to_the_first_position(lm_store, tmp_path):
     bos = int(family == "llama")
     assert store.causal and (store.prefix[store.indices] == bos).all() and len(store.indices) == len(corpus)
     h = OmegaConf.structured(HeadsConfig(min_count=1, bootstrap=0, figures=False, distances=False, trees=False))
-    analyse(corpus, store, h, 0, RunOutput(tmp_path / "run", Recorder()))
+    metrics = analyse(corpus, store, h, 0, RunOutput(tmp_path / "run", Recorder())).metrics
     patterns = read_table(tmp_path / "run", "patterns").sort_values(["layer", "head"])
+    # the tiny llama's 4 query heads share 2 key/value heads; gpt2 has none
+    assert store.kv_heads == (2 if family == "llama" else 4)
+    assert ("key_value_heads" in metrics) == (family == "llama")
     to_first = np.concatenate([store.maps(i)[:, :, bos:bos + len(corpus[i]), 0] for i in store.indices], axis=-1)
     np.testing.assert_allclose(patterns["sink"], to_first.mean(-1).ravel(), rtol=0, atol=1e-6)
     np.testing.assert_allclose(patterns["sep"], 0.0, atol=1e-7)  # nothing after the words
@@ -97,3 +100,16 @@ def test_sink_is_the_mean_attention_to_the_first_position(lm_store, tmp_path):
     else:
         np.testing.assert_allclose(patterns["cls"], 0.0, atol=1e-7)
         assert (patterns["sink"] > 1 / 16).all()  # the first word's row looks at itself only
+
+
+def test_the_groups_of_query_heads_are_named():
+    from types import SimpleNamespace
+
+    from probing.tasks.heads import kv_groups
+
+    store = SimpleNamespace(num_heads=9, kv_heads=3)
+    assert kv_groups(store) == ("9 query heads per layer share 3 key/value heads (query head h reads key/value "
+                                "head h // 3; query heads 0-2: 0, 3-5: 1, 6-8: 2): heads of a group see the same "
+                                "keys and values through their own queries")
+    assert kv_groups(SimpleNamespace(num_heads=12, kv_heads=12)) is None
+    assert kv_groups(SimpleNamespace(num_heads=4, kv_heads=None)) is None

@@ -87,7 +87,7 @@ def test_heads_task_writes_tables_figures_and_best_heads(tmp_path, caplog):
     assert "heads" in tracker.tables and "figures/mds" in tracker.images
     # what the result says it wrote is what is in the run dir
     assert result.tables == ["heads", "baselines", "best_heads", "patterns", "patterns_layers", "head_distances",
-                             "head_mds", "trees"]
+                             "head_mds", "trees", "detectors"]
     assert all((run / f"{t}.csv").is_file() for t in result.tables)
     assert {p.name for p in result.figures} == {p.name for p in (run / "figures").glob("*.png")}
     # the console summary travels beside the metrics, never inside them
