@@ -231,6 +231,22 @@ def best_table_text(best: pd.DataFrame) -> str:
     return pd.DataFrame(rows).to_string(index=False)
 
 
+def console_legend(best: pd.DataFrame, h: HeadsConfig) -> str:
+    """What the console table's columns mean, below it."""
+    held = "held_out_accuracy" in best.columns and best["held_out_accuracy"].notna().any()
+    where = f"on {h.select_split}" if h.select_split else "on each half of the sentences (two folds)"
+    lines = []
+    if held:
+        lines.append(f"held-out head: the head chosen {where} and scored on the others, as layer-head direction "
+                     "(the baseline offset chosen with it), one per fold; held out: its accuracy there")
+    lines.append("baseline: the best fixed offset's accuracy (offset: head = word + offset); gain CI: accuracy "
+                 f"minus baseline, {h.ci:.0%} bootstrap interval over sentences")
+    if held:
+        lines.append(f"beats: the held-out gain's p-value, adjusted across relations ({h.multiplicity}), "
+                     f"below {h.alpha}")
+    return "\n".join(lines)
+
+
 def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, heads: HeadsConfig, seed: int,
         out: RunOutput) -> TaskResult:
     """Build (or reuse) the store of ``data`` and run every enabled analysis of ``heads`` on it."""
@@ -473,4 +489,4 @@ class _Analysis:
         label = None if best.empty else shown_label(best)
         shown = best[best["label_set"] == label] if label else best
         return (f"best head per relation ({self.title}, label set {label or '-'}; layer-head 0-based):\n"
-                + best_table_text(shown))
+                + best_table_text(shown) + "\n" + console_legend(shown, self.h))
