@@ -26,7 +26,7 @@ class Words:
     ``sent`` is the corpus index, ``pos`` the 0-based word index, ``n`` the sentence length,
     ``head`` the gold head's word index (-1: root), ``relation`` the gold label, ``word`` the lower-cased
     type, ``head_word`` the head's type ("<root>" for the root), ``punct`` whether the word's UPOS is in
-    the punctuation set.
+    the punctuation set, ``upos`` the UPOS tag ("" where the corpus has none).
     """
 
     sent: np.ndarray
@@ -37,6 +37,7 @@ class Words:
     word: np.ndarray
     head_word: np.ndarray
     punct: np.ndarray
+    upos: np.ndarray
 
     def __len__(self) -> int:
         return len(self.sent)
@@ -46,13 +47,13 @@ class Words:
         return Words(*(getattr(self, f)[mask] for f in _FIELDS))
 
 
-_FIELDS = ("sent", "pos", "n", "head", "relation", "word", "head_word", "punct")
+_FIELDS = ("sent", "pos", "n", "head", "relation", "word", "head_word", "punct", "upos")
 
 
 def corpus_words(corpus: Corpus, indices: Sequence[int], collapse_subtypes: bool, punct_upos: Sequence[str]
                  ) -> Words:
     """All words of the sentences ``indices`` (ascending corpus indices), which must have gold trees."""
-    sent, pos, n, head, rel, word, head_word, punct = [], [], [], [], [], [], [], []
+    sent, pos, n, head, rel, word, head_word, punct, tags = [], [], [], [], [], [], [], [], []
     punct_set = set(punct_upos)
     for i in indices:
         s = corpus[int(i)]
@@ -69,11 +70,12 @@ def corpus_words(corpus: Corpus, indices: Sequence[int], collapse_subtypes: bool
         head_word.extend(lower[h] if h >= 0 else "<root>" for h in s.heads)
         upos = s.upos or ("",) * k
         punct.append(np.fromiter((u in punct_set for u in upos), dtype=bool, count=k))
+        tags.extend(upos)
     if not sent:
         raise ValueError("no sentences to probe")
     return Words(np.concatenate(sent), np.concatenate(pos), np.concatenate(n), np.concatenate(head),
                  np.asarray(rel, dtype=object), np.asarray(word, dtype=object),
-                 np.asarray(head_word, dtype=object), np.concatenate(punct))
+                 np.asarray(head_word, dtype=object), np.concatenate(punct), np.asarray(tags, dtype=object))
 
 
 def gold_arcs(words: Words, exclude_punct: bool) -> Words:

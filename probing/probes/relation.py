@@ -20,12 +20,13 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from probing.config import LabelSet, enum_value
-from probing.probes.baselines import majority_accuracy
+from probing.probes.baselines import LookupClassifier, clipped_offset, majority_accuracy, majority_label
 from probing.probes.control import control_relations
 from probing.probes.data import ProbeResult, ProbeSplit, punct_tags
 from probing.probes.features import HeadSelection, pair_features
+from probing.probes.margins import accuracy_margin_terms, margin_metrics
 from probing.probes.mdl import mdl_metrics
-from probing.probes.pairs import gold_arcs
+from probing.probes.pairs import Words, gold_arcs
 
 
 def make_classifier(pcfg: Any, seed: int) -> Pipeline:
@@ -54,9 +55,26 @@ def relation_data(pcfg: Any, split: ProbeSplit, sel: HeadSelection):
     return arcs, X, names
 
 
+# the relation probe's trivial baselines, each a metric of its own; the margin is over the best of them
+RELATION_BASELINES = ("majority_accuracy", "baseline_offset_accuracy", "baseline_offset_pos_accuracy")
+
+
+def relation_baselines(tr: Words, te: Words, ytr: np.ndarray, window: int) -> dict[str, np.ndarray]:
+    """Each baseline's correct-or-not per eval arc: the majority label; the most frequent label of the arc's
+    signed offset to its head (clipped to ``-window..window``); of that offset and the dependent's UPOS (an
+    unseen pair backs off to the offset). All are fitted on the training arcs."""
+    yte = te.relation.astype(str)
+    off_tr, off_te = clipped_offset(tr.pos, tr.head, window), clipped_offset(te.pos, te.head, window)
+    offset = LookupClassifier().fit(off_tr[:, None], ytr).predict(off_te[:, None])
+    both = LookupClassifier().fit(np.stack([off_tr, tr.upos], 1), ytr).predict(np.stack([off_te, te.upos], 1))
+    return {"majority_accuracy": yte == majority_label(ytr), "baseline_offset_accuracy": offset == yte,
+            "baseline_offset_pos_accuracy": both == yte}
+
+
 def run_relation(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, seed: int) -> ProbeResult:
     """Train on ``train``'s gold arcs, score on ``ev``'s: accuracy, macro-F1, per-relation F1, confusion,
-    majority baseline, control accuracy and selectivity."""
+    the trivial baselines (:func:`relation_baselines`) and the margin over the best, control accuracy and
+    selectivity; per-sentence terms of accuracy and margin for intervals over eval sentences."""
     tr, Xtr, names = relation_data(pcfg, train, sel)
     te, Xte, _ = relation_data(pcfg, ev, sel)  # every evaluation arc
     if len(tr) == 0 or len(te) == 0:
@@ -70,10 +88,15 @@ def run_relation(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelectio
     metrics: dict[str, Any] = {
         "accuracy": float(accuracy_score(yte, pred)),
         "macro_f1": float(f1_score(yte, pred, labels=labels, average="macro", zero_division=0)),
-        "majority_accuracy": majority_accuracy(ytr, yte),
         "n_train": int(len(ytr)), "n_eval": int(len(yte)), "n_features": int(Xtr.shape[1]),
         "n_classes": int(len(model.classes_)), "converged": converged,
     }
+    base = relation_baselines(tr, te, ytr, pcfg.best_offset_max)
+    metrics.update({k: float(np.mean(v)) for k, v in base.items()})
+    metrics.update(margin_metrics(metrics, "accuracy", RELATION_BASELINES))
+    item_sentence, n_sent = np.searchsorted(ev.indices, te.sent), len(ev.indices)
+    terms = {"accuracy": accuracy_margin_terms(item_sentence, pred == yte, np.zeros(len(yte)), n_sent),
+             "margin": accuracy_margin_terms(item_sentence, pred == yte, base[metrics["margin_baseline"]], n_sent)}
     prec, rec, f1, support = precision_recall_fscore_support(yte, pred, labels=labels, zero_division=0)
     per_rel = pd.DataFrame({"relation": labels, "support": support, "precision": prec, "recall": rec,
                             "f1": f1, "probe": "task"})
@@ -106,4 +129,4 @@ def run_relation(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelectio
     tables["relation_weights"] = pd.DataFrame({"relation": classes[ci.ravel()],
                                                "feature": np.asarray(names)[fi.ravel()],
                                                "weight": coef.ravel()})
-    return ProbeResult(metrics, tables)
+    return ProbeResult(metrics, tables, terms)

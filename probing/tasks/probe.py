@@ -41,7 +41,7 @@ from probing.probes.data import ProbeResult, ProbeSplit, subsample_sentences
 from probing.probes.edge import run_edge
 from probing.probes.features import HeadSelection, select_heads, vector_selection
 from probing.probes.relation import run_relation
-from probing.probes.structural.metrics import ratio_of_groups
+from probing.probes.structural.metrics import Terms, ratio_of_groups
 from probing.probes.structural.run import run_structural
 from probing.results import read_metrics
 from probing.stats.bootstrap import percentile_interval, resample_counts
@@ -52,7 +52,7 @@ from probing.tasks.store_summary import describe_part, describe_store, part_metr
 log = logging.getLogger(__name__)
 
 # Bump when a change to the probe code changes its numbers: older results then no longer count as complete.
-PROBE_FORMAT = 8
+PROBE_FORMAT = 9
 # Extraction settings that never change the maps read (left out of the config key; ``measures`` only says which
 # other stores are built beside ``probe.measure``'s, which is in the key).
 _VOLATILE_EXTRACT = ("batch_size", "max_batch_tokens", "progress", "cache_dir", "shard_mb", "verify", "measures",
@@ -222,22 +222,33 @@ def headline(label: str, metrics: dict, sd: dict) -> str:
 def sentence_intervals(results: list[ProbeResult], n_resamples: int, ci: float, seed: int) -> dict:
     """``{metric: [low, high]}``: the percentile interval of the seeds' mean over ``n_resamples`` bootstrap
     resamples of the eval sentences, for every metric whose per-sentence terms each seed reports (the
-    structural probes'); the seeds' numerators are averaged sentence by sentence, their denominators agree."""
+    structural probes' scores, every probe's ``margin`` over its best baseline). :class:`Terms`: the seeds'
+    numerators are averaged sentence by sentence, their denominators agree; a term that recomputes itself
+    under sentence weights (``under``, as :class:`~probing.probes.margins.AucMargin`): the seeds' values under
+    each resample are averaged."""
     out: dict[str, list[float]] = {}
     if not n_resamples or not results[0].terms:
         return out
-    n = len(results[0].terms[next(iter(results[0].terms))].num)
-    weights = resample_counts(n, n_resamples, seed).astype(np.float64)
+    weights = resample_counts(_n_sentences(results[0].terms), n_resamples, seed).astype(np.float64)
     for k, t in results[0].terms.items():
-        mean = t._replace(num=np.mean([r.terms[k].num for r in results], axis=0))
-        lo, hi = percentile_interval(ratio_of_groups(mean, weights), ci)
+        if isinstance(t, Terms):
+            samples = ratio_of_groups(t._replace(num=np.mean([r.terms[k].num for r in results], axis=0)), weights)
+        else:
+            samples = np.mean([r.terms[k].under(weights) for r in results], axis=0)
+        lo, hi = percentile_interval(samples, ci)
         out[k] = [float(lo), float(hi)]
     return out
 
 
+def _n_sentences(terms: dict) -> int:
+    t = next(iter(terms.values()))
+    return len(t.num) if isinstance(t, Terms) else int(t.n_sentences)
+
+
 def scores_table(metrics: dict, ident: dict, spread: Optional[dict] = None) -> pd.DataFrame:
     """Tidy headline numbers: one row per metric (the mean over seeds), with the run's identity columns, the
-    seeds' sd and the t interval of the mean, and (structural probes) the interval over eval sentences."""
+    seeds' sd and the t interval of the mean, and the interval over eval sentences (structural probes' scores,
+    every probe's margin over its best baseline)."""
     spread = spread or {"sd": {}, "ci": {}, "seeds": [None]}
     nan2 = [np.nan, np.nan]
     rows = [{**ident, "metric": k, "value": float(v), "sd": spread["sd"].get(k, np.nan),

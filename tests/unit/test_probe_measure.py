@@ -135,3 +135,14 @@ def test_a_part_run_refuses_early_stopping_on_the_training_split_before_extracti
         probe_task.run(model, DataConfig(kind=DataKind.ud_ewt, dir=str(tmp_path / "none")), ext, p, 0,
                        RunOutput(tmp_path / "x", Recorder()))
     assert not (tmp_path / "cache").exists()
+
+
+def test_a_probe_scores_its_margin_over_the_best_baseline_with_an_interval_over_sentences(tiny_model_dir, tmp_path):
+    m = _run(tiny_model_dir, tmp_path, "margin", seeds=2, bootstrap=200).metrics
+    best = max(m[k] for k in ("majority_accuracy", "baseline_offset_accuracy", "baseline_offset_pos_accuracy"))
+    assert m["margin"] == pytest.approx(m["accuracy"] - best)  # the baselines do not depend on the seed
+    table = read_table(tmp_path / "margin", "probe_scores").set_index("metric")
+    lo, hi = table.loc["margin", ["sentences_ci_low", "sentences_ci_high"]]
+    assert lo < table.loc["margin", "value"] < hi and hi - lo < 0.5
+    assert np.isnan(table.loc["majority_accuracy", "sentences_ci_low"])  # baselines alone get no interval
+    assert [lo, hi] == pytest.approx(m["seeds"]["sentences_ci"]["margin"])

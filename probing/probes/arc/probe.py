@@ -24,10 +24,11 @@ from threadpoolctl import threadpool_limits
 from probing.config import LabelSet
 from probing.probes.arc.blocks import ArcBlocks, ArcData, StoreArcData
 from probing.probes.arc.solver import Fit, block_log_proba, block_predict, evaluate, newton
-from probing.probes.baselines import best_offset, offset_heads, right_branching_heads
+from probing.probes.baselines import best_offset, chain_offset, offset_heads, right_branching_heads
 from probing.probes.control import control_heads
 from probing.probes.data import ProbeResult, ProbeSplit, punct_tags
 from probing.probes.features import HeadSelection, pair_feature_names, root_feature_names
+from probing.probes.margins import accuracy_margin_terms, margin_metrics
 from probing.probes.pairs import Words, dependents
 
 log = logging.getLogger(__name__)
@@ -173,9 +174,26 @@ def _candidate_metrics(dte: Words, pred: np.ndarray, causal: bool) -> dict[str, 
             "uas_reachable": float(np.mean(pred[ok] == dte.head[ok])) if ok.any() else float("nan")}
 
 
+# the arc probe's trivial baselines, each a metric of its own; the margin is over the best of them
+ARC_BASELINES = ("right_branching_uas", "best_offset_uas", "chains_uas")
+
+
+def arc_baselines(dtr: Words, dte: Words, best_offset_max: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """The offsets chosen on the training dependents (``best_offset``: the best in
+    ``-best_offset_max..best_offset_max``; ``chains_offset``: the chains' side, -1 or +1) and each baseline's
+    correct-or-not per eval dependent: right-branching, the best offset, the chains."""
+    chosen = {"best_offset": best_offset(dtr.pos, dtr.n, dtr.head, best_offset_max),
+              "chains_offset": chain_offset(dtr.pos, dtr.n, dtr.head)}
+    hit = {"right_branching_uas": right_branching_heads(dte.pos, dte.n) == dte.head,
+           "best_offset_uas": offset_heads(dte.pos, dte.n, chosen["best_offset"]) == dte.head,
+           "chains_uas": offset_heads(dte.pos, dte.n, chosen["chains_offset"]) == dte.head}
+    return chosen, hit
+
+
 def run_arc(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, seed: int) -> ProbeResult:
-    """Train the Attn probe on ``train``, report UAS on ``ev`` beside right-branching, best-offset and the
-    control task (each word type attaches to ROOT, the first or the last word), fitted in the same passes.
+    """Train the Attn probe on ``train``, report UAS on ``ev`` beside the trivial baselines
+    (:func:`arc_baselines`) and the margin over the best, and the control task (each word type attaches to
+    ROOT, the first or the last word), fitted in the same passes; per-sentence terms of UAS and margin.
 
     A causal model's store gives each dependent only the words on its left as candidates (and ROOT): the probe
     trains on the dependents whose gold head is among them, and is scored on every dependent (``uas``; a head
@@ -191,13 +209,11 @@ def run_arc(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, se
     probe = probes[0]
     pred = word_index(dte.pos, probe.predict(te))
     uas = float(np.mean(pred == dte.head))
-    offset = best_offset(dtr.pos, dtr.n, dtr.head, pcfg.best_offset_max)
+    chosen, base = arc_baselines(dtr, dte, pcfg.best_offset_max)
     metrics: dict[str, Any] = {
         "uas": uas,
         "accuracy": uas,
-        "right_branching_uas": float(np.mean(right_branching_heads(dte.pos, dte.n) == dte.head)),
-        "best_offset": offset,
-        "best_offset_uas": float(np.mean(offset_heads(dte.pos, dte.n, offset) == dte.head)),
+        **chosen, **{k: float(np.mean(v)) for k, v in base.items()},
         "train_loss": probe.loss_, "n_iter": probe.n_iter_, "converged": probe.converged_,
         "n_train": int(len(dtr)), "n_eval": int(len(dte)), "n_train_candidates": int(tr.sizes.sum()),
         "n_features": int(tr.n_features + tr.n_root_features + 1), **_candidate_metrics(dte, pred, causal),
@@ -212,8 +228,12 @@ def run_arc(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, se
         metrics["control_converged"] = cprobe.converged_
         weights.append(pd.DataFrame({"feature": names, "weight": cprobe.theta_[:-1], "probe": "control"}))
     metrics["objective"] = uas
+    metrics.update(margin_metrics(metrics, "uas", ARC_BASELINES))
+    item_sentence, n_sent, correct = np.searchsorted(ev.indices, dte.sent), len(ev.indices), pred == dte.head
+    terms = {"uas": accuracy_margin_terms(item_sentence, correct, np.zeros(len(dte)), n_sent),
+             "margin": accuracy_margin_terms(item_sentence, correct, base[metrics["margin_baseline"]], n_sent)}
     by_rel = (pd.DataFrame({"relation": dte.relation.astype(str), "correct": pred == dte.head})
               .groupby("relation", sort=True)["correct"].agg(["size", "mean"]).reset_index()
               .rename(columns={"size": "n", "mean": "uas"}))
     tables = {"arc_weights": pd.concat(weights, ignore_index=True), "arc_uas_by_relation": by_rel}
-    return ProbeResult(metrics, tables)
+    return ProbeResult(metrics, tables, terms)
