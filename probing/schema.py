@@ -91,9 +91,12 @@ STRUCTURAL_BY_LENGTH = _t("structural_by_length", PROBE_IDENT + ("metric", "leng
 INSPECT = _t("inspect", ("measure", "sentence", "sentence_id", LAYER, HEAD, "query"),
              ("choice_position", "choice_weight", "word_choice", "is_gold"), "task=inspect: every head's choices")
 INSPECT_PAIR = _t("inspect_pair", ("measure", "sentence", "sentence_id", LAYER, HEAD),
-                  ("rank", "weight_ab", "weight_ba", "link", "rank_b_in_a", "rank_a_in_b"),
+                  ("rank", "weight_ab", "weight_ba", "link", "rank_b_in_a", "rank_a_in_b", "positional_ab",
+                   "positional_ba", "excess", "rank_excess"),
                   "task=inspect inspect.pair=a,b: every head ranked by the weight linking words a and b (link: the "
-                  "larger of a->b and b->a; rank_b_in_a: b's rank among a's targets, 1 = most attended)")
+                  "larger of a->b and b->a; rank_b_in_a: b's rank among a's targets, 1 = most attended), beside the "
+                  "head's mean weight at the same offsets over the sentence (positional_ab, positional_ba) and the "
+                  "rank of the link's excess over it")
 IMPORTANCE_KEYS = ("model", "corpus", "split", "readout", "ablation")
 IMPORTANCE = _t("importance", IMPORTANCE_KEYS + ("method", "metric", "relation", LAYER, HEAD),
                 ("n", "score", "ci_low", "ci_high"),

@@ -60,20 +60,37 @@ def word_level(maps: np.ndarray, prefix: int, n: int) -> np.ndarray:
     return np.asarray(maps, dtype=np.float32)[:, :, prefix:prefix + n, prefix:prefix + n]
 
 
+def offset_mean(words_maps: np.ndarray, offset: int) -> np.ndarray:
+    """``(L, H)``: each head's mean weight from a word to the word ``offset`` places away, over the words that
+    have one (the positional expectation of a link at that offset; NaN where none has)."""
+    w = np.asarray(words_maps, dtype=np.float32)
+    n = w.shape[-1]
+    q = np.arange(max(0, -offset), min(n, n - offset))
+    return w[:, :, q, q + offset].mean(-1) if len(q) else np.full(w.shape[:2], np.nan, dtype=np.float32)
+
+
 def rank_pair(words_maps: np.ndarray, a: int, b: int) -> pd.DataFrame:
     """Every head ranked by the weight linking words ``a`` and ``b`` (the larger of a->b and b->a), over
     word-level maps ``(L, H, n, n)``: one row per head with both weights and the rank of ``b`` among ``a``'s
-    targets (and of ``a`` among ``b``'s; 1 = most attended, self included), best first."""
+    targets (and of ``a`` among ``b``'s; 1 = most attended, self included), best first. Beside them, the
+    positional expectation: the head's mean weight at the same offset over the sentence's words
+    (``positional_ab``, ``positional_ba``), and ``excess``, the larger of the two weights' excess over it, with
+    its rank (``rank_excess``): a previous-word head links any neighbours, so its link says little about
+    this pair."""
     w = np.asarray(words_maps, dtype=np.float32)
     n_layers, n_heads = w.shape[:2]
     ab, ba = w[:, :, a, b], w[:, :, b, a]
     rank_b = 1 + (w[:, :, a, :] > ab[..., None]).sum(-1)
     rank_a = 1 + (w[:, :, b, :] > ba[..., None]).sum(-1)
     link = np.maximum(ab, ba)
+    pos_ab, pos_ba = offset_mean(w, b - a), offset_mean(w, a - b)
+    excess = np.maximum(ab - pos_ab, ba - pos_ba)
     layer, head = np.meshgrid(np.arange(n_layers), np.arange(n_heads), indexing="ij")
     df = pd.DataFrame({"layer": layer.ravel(), "head": head.ravel(), "weight_ab": ab.ravel(),
                        "weight_ba": ba.ravel(), "link": link.ravel(), "rank_b_in_a": rank_b.ravel(),
-                       "rank_a_in_b": rank_a.ravel()})
+                       "rank_a_in_b": rank_a.ravel(), "positional_ab": pos_ab.ravel(),
+                       "positional_ba": pos_ba.ravel(), "excess": excess.ravel()})
+    df["rank_excess"] = df["excess"].rank(ascending=False, method="first").astype(int)
     order = np.lexsort((-(ab + ba).ravel(), -link.ravel()))  # the larger weight, then the sum
     df = df.iloc[order].reset_index(drop=True)
     df.insert(0, "rank", np.arange(1, len(df) + 1))
@@ -122,19 +139,23 @@ def head_name(layer: int, head: int, per_layer: bool) -> str:
 def format_pair(words: Sequence[str], pair: WordPair, ranked: Sequence[tuple[str, bool, pd.DataFrame]],
                 top: int = PAIR_TOP) -> list[str]:
     """The pair's ranked table: per measure (``(name, per_layer, rank_pair table)``) its ``top`` heads, with
-    the weights both ways and the rank of ``b`` among ``a``'s targets."""
+    the weights both ways, the rank of ``b`` among ``a``'s targets, the positional expectation at the pair's
+    offset and the rank by the excess over it."""
     wa, wb, n = words[pair.a], words[pair.b], len(words)
     ab, ba = f"{wa}->{wb}", f"{wb}->{wa}"
     lines = [f"  pair {wa} (#{pair.a}), {wb} (#{pair.b}): the top {top} heads of each measure by the larger "
-             f"of {ab} and {ba} (rank: of {wb} among {wa}'s {n} targets)"]
+             f"of {ab} and {ba} (rank: of {wb} among {wa}'s {n} targets; positional: the head's mean weight at "
+             f"offset {pair.b - pair.a:+d} and {pair.a - pair.b:+d} over the sentence; by excess: the rank of the "
+             "link above that expectation)"]
     lines += [f"  pair: {note}" for note in pair.notes]
     mw = max([len("measure")] + [len(name) for name, _, _ in ranked])
     width = max(len(ab), len(ba), 6)
-    lines.append(f"    {'measure':<{mw}}  {'head':<7} {ab:>{width}} {ba:>{width}}  rank")
+    lines.append(f"    {'measure':<{mw}}  {'head':<7} {ab:>{width}} {ba:>{width}}  rank  positional  by excess")
     for name, per_layer, df in ranked:
         for r in df.head(top).itertuples():
             lines.append(f"    {name:<{mw}}  {head_name(r.layer, r.head, per_layer):<7} "
-                         f"{r.weight_ab:>{width}.3f} {r.weight_ba:>{width}.3f}  {r.rank_b_in_a}/{n}")
+                         f"{r.weight_ab:>{width}.3f} {r.weight_ba:>{width}.3f}  {r.rank_b_in_a}/{n}"
+                         f"  {r.positional_ab:.3f} {r.positional_ba:.3f}  {r.rank_excess}")
     return lines
 
 

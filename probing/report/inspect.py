@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np
+import pandas as pd
 
 from probing.corpus import Sentence
 from probing.report.html import figure_div, image_tag, render_template, write_page
@@ -66,6 +67,8 @@ class SentenceView:
     labels: list[str]
     prefix: int
     measures: tuple[MeasureView, ...]
+    # inspect.pair: the two words' positions and, per measure, (name, per_layer, every head ranked by the link)
+    pair: Optional[tuple[int, int, tuple[tuple[str, bool, Any], ...]]] = None
 
     @property
     def weights(self) -> MeasureView:
@@ -129,6 +132,30 @@ def _head_view(view: SentenceView, mv: MeasureView) -> Any:
     return fig
 
 
+def _pair(view: SentenceView) -> Optional[dict]:
+    """The pair's ranking for the page: a sortable table per measure of every head (or layer), ranked by the
+    larger of the two weights, beside its positional expectation and its rank by the excess over it."""
+    if view.pair is None:
+        return None
+    from probing.report.dashboard import table_data
+
+    a, b, ranked = view.pair
+    wa, wb = view.sentence.words[a], view.sentence.words[b]
+    tables = []
+    for name, per_layer, df in ranked:
+        shown = pd.DataFrame({
+            "rank": df["rank"], "head": [f"L{r.layer}" if per_layer else f"L{r.layer}H{r.head}" for r in df.itertuples()],
+            f"{wa}->{wb}": df["weight_ab"], f"{wb}->{wa}": df["weight_ba"], f"rank of {wb} in {wa}'s row": df["rank_b_in_a"],
+            f"positional {b - a:+d}": df["positional_ab"], f"positional {a - b:+d}": df["positional_ba"],
+            "excess": df["excess"], "rank by excess": df["rank_excess"]})
+        tables.append({"measure": name, "table": table_data(shown)})
+    return {"title": f"Heads linking {wa} (#{a}) and {wb} (#{b})", "tables": tables,
+            "note": (f"Every {'layer' if ranked and ranked[0][1] else 'head'} ranked by the larger of {wa}->{wb} and "
+                     f"{wb}->{wa}; positional: its mean weight at the same offset over the sentence's words, so a "
+                     "head that links any two words that far apart ranks high by weight but not by excess. Click "
+                     "a column to sort.")}
+
+
 def write_html(views: Sequence[SentenceView], path: Path, model_name: str) -> Path:
     """One offline page: per sentence and measure (the weights first) an interactive view, the PNG grid
     and the choices table, with links between the measures."""
@@ -140,7 +167,8 @@ def write_html(views: Sequence[SentenceView], path: Path, model_name: str) -> Pa
                      "png": image_tag(mv.png, f"{mv.measure}: every map")
                      if mv.png is not None and Path(mv.png).is_file() else None}
                     for mv in v.measures]
-        sentences.append({"index": v.index, "words": v.sentence.words, "source": v.source, "measures": measures})
+        sentences.append({"index": v.index, "words": v.sentence.words, "source": v.source, "measures": measures,
+                          "pair": _pair(v)})
     text = render_template("inspector.html.j2", title=f"probing inspector: {model_name}", model_name=model_name,
                            sentences=sentences)
     return write_page(path, text)

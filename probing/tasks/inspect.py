@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -123,12 +123,13 @@ def _links_lines(words: Sequence[str], prefix: int, mv: views.MeasureView, tag: 
 
 
 def _pair_section(k: int, sentence: Sentence, prefix: int, shown: Sequence[views.MeasureView],
-                  pair: tuple[str, str]) -> tuple[list[str], list[pd.DataFrame]]:
+                  pair: tuple[str, str]) -> tuple[list[str], list[pd.DataFrame], Optional[tuple]]:
     """Sentence ``k``'s answer to ``inspect.pair``: every measure's heads ranked by the weight linking the two
-    words (lines: the top ones; tables: all), or one line naming a word the sentence lacks."""
+    words (lines: the top ones; tables: all; the positions and rankings for the page), or one line naming a
+    word the sentence lacks."""
     found = find_pair(sentence.words, pair)
     if isinstance(found, str):
-        return [f"  pair: {found}"], []
+        return [f"  pair: {found}"], [], None
     ranked, tables = [], []
     for mv in shown:
         df = rank_pair(word_level(mv.maps, prefix, len(sentence)), found.a, found.b)
@@ -136,7 +137,7 @@ def _pair_section(k: int, sentence: Sentence, prefix: int, shown: Sequence[views
         df = df.assign(measure=mv.measure, sentence=k, sentence_id=sentence.id, word_a=sentence.words[found.a],
                        a=found.a, word_b=sentence.words[found.b], b=found.b)
         tables.append(df[list(INSPECT_PAIR.keys) + ["word_a", "a", "word_b", "b"] + list(INSPECT_PAIR.metrics)])
-    return format_pair(sentence.words, found, ranked), tables
+    return format_pair(sentence.words, found, ranked), tables, (found.a, found.b, tuple(ranked))
 
 
 def _pair(inspect: InspectConfig) -> tuple[str, str] | None:
@@ -173,11 +174,11 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, inspect: I
             table = choices_table(k, sentence, labels, prefix, mv.choices)
             table.insert(0, "measure", mv.measure)
             tables.append(table)
-        pair_lines, ranked = _pair_section(k, sentence, prefix, shown, pair) if pair else ([], [])
+        pair_lines, ranked, on_page = _pair_section(k, sentence, prefix, shown, pair) if pair else ([], [], None)
         pair_tables += ranked
         text_lines += _sentence_lines(k, sentence, source, labels, prefix, shown,
                                       f"model {model_label(model)}", extract.pooling, pair_lines)
-        items.append(views.SentenceView(k, sentence, source, labels, prefix, tuple(shown)))
+        items.append(views.SentenceView(k, sentence, source, labels, prefix, tuple(shown), on_page))
     text = "\n".join(text_lines)
     print(text, flush=True)
     atomic_write_text(out_dir / "inspect.txt", text + "\n")

@@ -48,6 +48,13 @@ def test_rank_pair_agrees_with_a_loop_over_heads():
             assert row.rank_b_in_a == targets.index(w[layer, head, a, b]) + 1
             targets = sorted(w[layer, head, b], reverse=True)
             assert row.rank_a_in_b == targets.index(w[layer, head, b, a]) + 1
+            # positional expectation: the mean weight at offset -4 (words 4, 5 -> 0, 1) and +4 (0, 1 -> 4, 5)
+            back = np.mean([w[layer, head, q, q - 4] for q in (4, 5)])
+            ahead = np.mean([w[layer, head, q, q + 4] for q in (0, 1)])
+            assert row.positional_ab == pytest.approx(back) and row.positional_ba == pytest.approx(ahead)
+            assert row.excess == pytest.approx(max(w[layer, head, a, b] - back, w[layer, head, b, a] - ahead))
+    assert sorted(df.rank_excess) == list(range(1, 16))
+    assert df.sort_values("rank_excess").excess.is_monotonic_decreasing
 
 
 def test_words_are_found_by_first_occurrence_and_a_missing_one_is_one_line():
@@ -150,9 +157,14 @@ def test_pair_end_to_end_on_the_tiny_model(tiny_model_dir, tmp_path, capsys, pla
         assert r.weight_ab == pytest.approx(float(w[r.layer, r.head, p + 1, p + 6]), abs=1e-6)
         assert r.weight_ba == pytest.approx(float(w[r.layer, r.head, p + 6, p + 1]), abs=1e-6)
 
-    rows = re.findall(r"^    (attention|norm) +(L\d+H\d+) +([\d.]+) +([\d.]+) +(\d+)/8$", printed, flags=re.M)
+    rows = re.findall(r"^    (attention|norm) +(L\d+H\d+) +([\d.]+) +([\d.]+) +(\d+)/8  [\d.]+ [\d.]+  \d+$", printed,
+                      flags=re.M)
     assert len(rows) == 2 * 5 and rows[0] == ("attention", "L1H2", "1.000", rows[0][3], "1")
     assert "pair dog (#1), house (#6)" in printed
+    # the page has the ranking too: a sortable table per measure, every head, beside its positional expectation
+    page = (tmp_path / "run" / "inspect.html").read_text()
+    assert "Heads linking dog (#1) and house (#6)" in page and page.count("rank by excess") == 2
+    assert "<td>L1H2</td>" in page.replace(" class='l'", "")
     assert "  pair: 'dog' is not in the sentence (words: the, cat, sat, on, the, mat, .)" in printed
     # raw text: each head's strongest links; the seed sentence keeps its gold summary
     assert "strongest links of each head (no gold tree)" in printed
