@@ -178,6 +178,14 @@ class FeatureSet(Choice):
     backward = "backward"
 
 
+class Negatives(Choice):
+    """How the edge probe draws its non-arcs: ``uniform`` over a sentence's non-arc pairs, or
+    ``distance_matched`` so that their word distances follow the gold arcs' (distance alone then ranks at chance)."""
+
+    uniform = "uniform"
+    distance_matched = "distance_matched"
+
+
 class PatternRows(Choice):
     """Which query rows the attention-pattern means average over: word rows only, or every position."""
 
@@ -472,6 +480,7 @@ class ProbeConfig(SplitSettings, BootstrapSettings):
     punct_upos: List[str] = field(default_factory=lambda: ["PUNCT"])
     label_set: LabelSet = LabelSet.as_is  # base: nmod:poss -> nmod
     negatives_per_positive: int = 1  # edge probe
+    negatives: Negatives = Negatives.uniform  # edge probe: uniform or distance_matched non-arcs
     mdl: bool = False  # relation, edge: also the online codelength (Voita and Titov 2020) of task and control
     rank: Optional[int] = None  # distance, depth: rank of the probe's map B (None: the vectors' dimension)
     # distance, depth: each word is represented by the vector of the word this many positions away (clamped

@@ -74,7 +74,8 @@ PROBE_IDENT = ("model", "corpus", "train_split", "eval_split", "features", "meas
 PROBE_SCORES = _t("probe_scores", PROBE_IDENT + ("metric",),
                   ("value", "sd", "ci_low", "ci_high", "n_seeds", "sentences_ci_low", "sentences_ci_high"),
                   "a probe run's headline numbers, long: the mean over its seeds, their sd and a t interval; "
-                  "sentences_ci_*: a bootstrap interval of that mean over eval sentences (structural probes)")
+                  "sentences_ci_*: a bootstrap interval of that mean over eval sentences (the structural probes' scores; "
+                  "every probe's margin over its best trivial baseline)")
 RELATION_F1 = _t("relation_f1", PROBE_IDENT + ("relation", "probe"), ("support", "precision", "recall", "f1"),
                  "relation probe: per-relation scores")
 CONFUSION = _t("confusion", PROBE_IDENT + ("gold", "predicted"), ("count",), "relation probe: confusion counts")
