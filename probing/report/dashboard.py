@@ -1,8 +1,9 @@
 """``probing-report <run or sweep dir> [more dirs] [--out FILE]``: one self-contained HTML dashboard.
 
 The page opens with no network (plotly.js is inlined) and compares heads across runs. It starts with an
-overview that fits one screen (the best head per relation for every source, the best job per probe, links to
-the sections), then the sections, collapsible: a layer x head heatmap per relation, direction and metric
+overview that fits one screen (an importance run's costliest head per relation first, the best head per relation
+for every source, the best job per probe, links to the sections; relations counted alike everywhere: as-is labels
+besides ``all``), then the sections, collapsible: a layer x head heatmap per relation, direction and metric
 (hover: value, CI, n, baseline), a sortable best-heads table, probe accuracy per layer with selectivity,
 attention patterns and the MDS of heads, every figure with the runs side by side. What the runs lack is named
 in one line instead of a section. The page writes how many heatmaps it rendered into ``#status``
@@ -22,10 +23,12 @@ import pandas as pd
 from markupsafe import Markup
 
 from probing import schema
+from probing.config import LabelSet
 from probing.report import (
     dashboard_detectors,
     dashboard_figures,
     dashboard_importance,
+    dashboard_importance_overview,
     dashboard_overview,
     dashboard_probes,
     plotly_json,
@@ -161,7 +164,8 @@ def _runs_table(sources: Sequence[Source]) -> pd.DataFrame:
 
 
 def _holds(anchor: str, got: Any) -> str:
-    """What a section holds, in words: sources, relations, figures, or a table."""
+    """What a section holds, in words: sources, relations (besides ``all``, as the runs table and the
+    overview count them), figures, or a table."""
     if anchor == "runs":
         n = len(got["rows"])
         return f"{n} source{'s' * (n != 1)}"
@@ -169,8 +173,33 @@ def _holds(anchor: str, got: Any) -> str:
         return {"best": "every relation and direction", "figures": "the PNG files of the runs"}[anchor]
     if isinstance(got, dict):
         return "a table"
+    if anchor == "heads":
+        return heads_count([b.title for b in got])
     n = len(got)
-    return f"{n} relation{'s' * (n != 1)}" if anchor == "heads" else f"{n} figure{'s' * (n != 1)}"
+    return f"{n} figure{'s' * (n != 1)}"
+
+
+def relations_text(n: int, with_all: bool) -> str:
+    """``N relations and all arcs``: how every place of the page counts relations (``all`` never among them)."""
+    return f"{n} relation{'s' * (n != 1)}" + (" and all arcs" if with_all else "")
+
+
+def heads_count(titles: Sequence[str]) -> str:
+    """What the heads section holds, from its figures' titles (``relation (label set)``): the as-is relations
+    besides ``all``, and the figures of other label sets (base labels that merge subtypes) on their own."""
+    parts = [t.rsplit(" (", 1) for t in titles]
+    as_is = {rel for rel, ls in parts if ls.rstrip(")") == LabelSet.as_is.value}
+    other = sum(ls.rstrip(")") != LabelSet.as_is.value for _, ls in parts)
+    text = relations_text(len(as_is - {schema.ALL}), schema.ALL in as_is)
+    return text + (f", {other} more figure{'s' * (other != 1)} of base labels" if other else "")
+
+
+def _importance_holds(runs: Sequence[dashboard_importance_overview.Run], figures: str) -> str:
+    """The importance section in words: the relations ablated (as the overview counts them) and its figures."""
+    rels = {r.relation for run in runs for r in run.rows}
+    if not rels:
+        return figures
+    return f"{relations_text(len(rels - {schema.ALL}), schema.ALL in rels)} ablated; {figures}"
 
 
 def render(sources: Sequence[Source], title: str = "probing dashboard") -> str:
@@ -188,13 +217,19 @@ def render(sources: Sequence[Source], title: str = "probing dashboard") -> str:
     parts = {"runs": runs, **figs, "best": tables["best"], "figures": run_figures,
              "probes": figs["probes"] or tables["probe_table"], "importance": figs["importance"] or tables["link"]}
     nav, absent = _navigation(parts)
+    importance_overview = dashboard_importance_overview.importance_overview(sources)
+    nav = [(a, name, _importance_holds(importance_overview, what) if a == "importance" else what)
+           for a, name, what in nav]
     n_figures = sum(len(b) for b in figs.values())
+    only_importance = bool(importance_overview) and all(s.importance is not None for s in sources)
     return render_template(
         "dashboard.html.j2", title=title, written=time.strftime("%Y-%m-%d %H:%M"),
         expected=sum(b.heatmaps for blocks in figs.values() for b in blocks),
         overview=dashboard_overview.heads_overview(sources),
         probe_overview=table_data(probe_best) if len(probe_best) else None,
+        importance_overview=importance_overview,
         nav=nav, absent=absent, open=n_figures <= MAX_OPEN_FIGURES,
+        open_importance=only_importance or n_figures <= MAX_OPEN_FIGURES,
         runs=runs,
         notes=[(s.label, n) for s in sources for n in s.notes], **figs, **tables, run_figures=run_figures)
 

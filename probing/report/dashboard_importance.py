@@ -96,8 +96,13 @@ def relation_figures(sources: Sequence[Any]) -> list[Fig]:
             dirs = [x.value for x in Direction if len(a) and (a["direction"] == x.value).any()]
             shape = _shape(d, *([a] if len(a) else []))
             fig, count = _relation_figure(s.label, rel, drop, d, loss, a, dirs, link, origin, shape)
-            out.append((f"{s.label} · {rel}: importance beside attention accuracy", fig, count))
+            out.append((importance_title(s.label, rel), fig, count))
     return out
+
+
+def importance_title(label: str, relation: str) -> str:
+    """The title of a relation's importance figure (and, through ``anchor``, the overview's link to it)."""
+    return f"{label} · {relation}: importance beside attention accuracy"
 
 
 def _relation_figure(label: str, rel: str, drop: str, d: pd.DataFrame, loss: pd.DataFrame, a: pd.DataFrame,

@@ -67,20 +67,24 @@ def heads_overview(sources: Sequence[Any]) -> Optional[dict]:
     per = [(s, *_source_cells(s)) for s in sources if s.heads is not None and len(s.heads)]
     if not per:
         return None
+    never = sorted(set.intersection(*(set(cells[1]) for _, cells, _, _ in per)))
     arcs: dict[str, float] = {}
-    for _, _, label_set, n in per:
+    for _, (cells, _), label_set, n in per:
         for rel, v in n.items():
-            arcs[str(rel)] = max(arcs.get(str(rel), 0.0), float(v))
+            if str(rel) not in never:
+                arcs[str(rel)] = max(arcs.get(str(rel), 0.0), float(v))
     order = sorted(arcs, key=lambda r: (r != schema.ALL, -arcs[r], r))
     rows = []
     for rel in order[:MAX_RELATIONS]:
-        label_set = next((ls for _, cells, ls, _ in per if rel in cells), per[0][2])
+        label_set = next((ls for _, (cells, _), ls, _ in per if rel in cells), per[0][2])
         rows.append(Row(rel, anchor(heads_title(rel, label_set)), f"{int(arcs[rel]):,}",
-                        [cells.get(rel) for _, cells, _, _ in per]))
-    columns = [Column(s.label, _basis(cells.values())) for s, cells, _, _ in per]
-    kinds = {c.in_sample for _, cells, _, _ in per for c in cells.values()}
+                        [cells.get(rel) for _, (cells, _), _, _ in per]))
+    columns = [Column(s.label, _basis(cells.values())) for s, (cells, _), _, _ in per]
+    kinds = {c.in_sample for _, (cells, _), _, _ in per for c in cells.values()}
+    relations = [r for r in order if r != schema.ALL]
     return {"columns": columns, "rows": rows, "left_out": order[MAX_RELATIONS:], "held_out": False in kinds,
-            "in_sample": True in kinds}
+            "in_sample": True in kinds, "relations": len(relations),
+            "shown": sum(r.relation != schema.ALL for r in rows), "has_all": schema.ALL in arcs, "never": never}
 
 
 def _basis(cells: Any) -> str:
@@ -92,19 +96,28 @@ def _basis(cells: Any) -> str:
     return "in-sample best" if kinds == {True} else "held-out choice (in-sample where marked)"
 
 
-def _source_cells(src: Any) -> tuple[dict[str, Cell], str, pd.Series]:
-    """A source's cell per relation, the label set they come from and its arcs per relation."""
+def never_predicted(heads: pd.DataFrame) -> list[str]:
+    """The relations no head ever gets right in either direction (accuracy 0 everywhere): ``root``, whose
+    head (ROOT) is never predicted by definition, and any relation like it. Their best head is meaningless."""
+    best = pd.to_numeric(heads["accuracy"], errors="coerce").groupby(heads["relation"].astype(str)).max()
+    return sorted(str(r) for r in best.index[best.fillna(0).to_numpy() <= 0] if r != schema.ALL)
+
+
+def _source_cells(src: Any) -> tuple[tuple[dict[str, Cell], list[str]], str, pd.Series]:
+    """A source's cell per relation with the relations it leaves out (:func:`never_predicted`), the label
+    set they come from and its arcs per relation."""
     df = src.heads
     label_set = shown_label_set(df)
     if "label_set" in df.columns:
         df = df[df["label_set"].astype(str) == label_set]
-    best = schema.best_heads(df, per=("relation",))
+    never = never_predicted(df)
+    best = schema.best_heads(df[~df["relation"].astype(str).isin(never)], per=("relation",))
     held = _held_out(src, label_set)
     cells = {}
     for r in best.to_dict("records"):
         rel = str(r["relation"])
         cells[rel] = _held_cell(held[rel], r) if rel in held else _in_sample_cell(r)
-    return cells, label_set, arcs_per_relation(df)
+    return (cells, never), label_set, arcs_per_relation(df)
 
 
 def _held_out(src: Any, label_set: str) -> dict[str, dict]:

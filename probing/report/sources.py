@@ -15,6 +15,7 @@ from typing import Any, Optional
 import pandas as pd
 
 from probing import schema
+from probing.config import LabelSet
 from probing.corpus import split_name
 from probing.results import read_metrics, read_run_config, read_table
 
@@ -283,8 +284,10 @@ def describe(src: Any) -> dict[str, Any]:
     relations = None
     if src.heads is not None and len(src.heads):
         rel = src.heads[src.heads["relation"] != schema.ALL]
-        if "label_set" in rel.columns:
-            rel = rel[rel["label_set"] == rel["label_set"].iloc[0]] if len(rel) else rel
+        if "label_set" in rel.columns and len(rel):  # the label set the overview and the heads section count
+            sets = set(rel["label_set"].astype(str))
+            rel = rel[rel["label_set"].astype(str) == (LabelSet.as_is.value if LabelSet.as_is.value in sets
+                                                      else sorted(sets)[0])]
         relations = int(rel["relation"].nunique())
     return {"source": src.label, "task": task, "measure": src.measure, "experiment": cfg.get("experiment_name"),
             "layers x heads": None if layers is None else f"{layers} x {heads}",

@@ -166,3 +166,44 @@ def test_a_sweep_of_importance_jobs_is_one_source_per_job(tmp_path):
     sources = load_sources([tmp_path / "sweep"])
     assert [s.path.name for s in sources] == ["0", "1"]
     assert [n for _, _, n in I.method_figures(sources)] == [1, 0]  # job 1 has no gradient rows
+
+
+def test_the_overview_of_an_importance_page_names_the_costliest_head_per_relation(tmp_path):
+    """An importance-only page leads with the importance run: per relation the head whose ablation drops the
+    score most (hand-made drops: all grows with the layer, nsubj with the head; ties go to the first head in
+    table order), its interval, the unablated score and the all-heads-ablated floor (the pruning curves' ends),
+    how many relations were ablated against the attention table's; the importance section is open."""
+    run = importance_run(tmp_path / "imp")
+    heads_run(run)  # the attention accuracy the run computed itself: nsubj, nmod:poss (as_is)
+    prune = pd.read_csv(run / "pruning.csv")
+    prune.loc[prune["fraction_removed"] == 1.0, "score"] = 0.1  # every head gone: one score, whatever the order
+    write_table(prune, run, "pruning")
+    (run / ".hydra" / "config.yaml").write_text(yaml.safe_dump({
+        "task": {"name": "importance"}, "model": {"name": "m"}, "importance": {"heads_run": None, "min_count": 50}}))
+    html = write_dashboard([run], tmp_path / "d.html").read_text()
+    table = re.search(r"<table class='overview importance-overview'>(.*?)</table>", html, re.S)
+    assert table and table.start() < html.index("<table class='overview'>") < html.index("<details")
+    cells = {r[0]: r for r in (re.sub(r"<[^>]+>", " ", tr).split() for tr in
+                               re.findall(r"<tr><td class='l'>.*?</tr>", table.group(1), re.S))}
+    assert cells["all"] == ["all", "200", "1-0", "+0.020", "[+0.010,", "+0.030]", "0.900", "0.100"]
+    assert cells["nsubj"] == ["nsubj", "50", "0-1", "+0.020", "[+0.010,", "+0.030]", "0.900", "0.100"]
+    assert list(cells) == ["all", "nsubj"]
+    flat = " ".join(html.split())
+    assert ("1 relation with at least importance.min_count=50 arcs, and all arcs; the attention-accuracy table "
+            "below has 1 more relation under that bound, not ablated.") in flat  # nmod:poss
+    href = re.search(r"<a href='#([^']+)'>nsubj</a></td><td>50</td>\s*<td class='l'>0-1", html).group(1)
+    assert f"<h3 id='{href}'>m · c dev · nsubj: importance beside attention accuracy</h3>" in html
+    assert "<details class='section' open><summary><h2 id='importance'>" in html
+    assert "importance</a> (1 relation and all arcs ablated; " in flat
+
+
+def test_without_pruning_curves_the_overview_says_there_is_no_floor(tmp_path):
+    run = importance_run(tmp_path / "imp")
+    (run / "pruning.csv").unlink()
+    (run / "pruning.parquet").unlink(missing_ok=True)
+    html = write_dashboard([run], tmp_path / "d.html").read_text()
+    table = re.search(r"<table class='overview importance-overview'>(.*?)</table>", html, re.S).group(1)
+    assert "all heads ablated" not in table
+    assert "the run drew no pruning curves" in " ".join(html.split())
+    # the costliest head per relation stays: nsubj's drop grows with the head index
+    assert re.search(r">nsubj</a></td><td>50</td>\s*<td class='l'>0-1</td><td>\+0\.020 \[\+0\.010, \+0\.030\]", table)

@@ -149,3 +149,24 @@ def test_flat_heatmaps_become_lines_and_others_stay():
     assert layout["xaxis"]["title"] == {"text": "layer"} and layout["yaxis"]["title"] == {"text": "accuracy"}
     assert layout["yaxis"]["autorange"] is True and layout["xaxis2"]["title"] == {"text": "head"}
     assert kept["type"] == "heatmap" and layout["yaxis3"]["autorange"] == "reversed"
+
+
+def test_root_is_left_out_and_every_place_counts_relations_alike(tmp_path):
+    """root (accuracy 0 at every head: ROOT is never predicted) gets no overview row, and the note names it;
+    the overview, the runs table and the navigation line count the same relations (as-is labels, ``all``
+    apart), the heads section naming its base-label figures on their own."""
+    heads = heads_table("m")  # as_is nsubj, nmod:poss; base nsubj (same as as_is), nmod
+    nsubj = heads[(heads.relation == "nsubj") & (heads.label_set == "as_is")]
+    root = nsubj.assign(relation="root", n=30, correct=0, accuracy=0.0, ci_low=0.0, ci_high=0.0)
+    all_arcs = nsubj.assign(relation="all", n=200)
+    run = heads_run(tmp_path / "run", {"heads": pd.concat([heads, root, all_arcs], ignore_index=True)})
+    html = write_dashboard([run], tmp_path / "d.html").read_text()
+    assert list(overview_cells(html)) == ["all", "nsubj", "nmod:poss"]  # no root row
+    flat = " ".join(re.sub(r"<[^>]+>", " ", html).split())
+    # as_is: nsubj, nmod:poss and root besides all
+    assert "2 of 3 relations shown (and all arcs); left out: root (no head ever points at the gold head" in flat
+    assert "heads per relation (3 relations and all arcs, 1 more figure of base labels)" in flat
+    runs = re.search(r"<h2 id='runs'>.*?</table>", html, re.S).group(0)
+    header = re.findall(r"<th[^>]*>([^<]*)</th>", runs)
+    values = re.findall(r"<td[^>]*>([^<]*)</td>", runs)
+    assert values[header.index("relations")] == "3"
