@@ -48,14 +48,16 @@ def _row(counts: RelationCounts, relation: str) -> Optional[int]:
     return counts.relations.index(relation) if relation in counts.relations else None
 
 
-def choose(part: Part, relation: str, lh: int) -> Optional[tuple[int, int, int]]:
+def choose(part: Part, relation: str, lh: int, directions_kept: Optional[set[str]] = None
+           ) -> Optional[tuple[int, int, int]]:
     """``(group, column, offset index)`` of the most accurate head of ``relation`` on ``part`` (ties: first
     group, first direction, lowest layer and head, as :func:`probing.schema.best_heads` breaks them), or None
-    where the part has no arc of it."""
+    where the part has no arc of it. ``directions_kept``: the directions a group must include one of (a causal
+    model's directions count different arcs, and one with a handful of them would win by chance); None: all."""
     best = None
     for g, (directions, counts) in enumerate(part.groups):
         r = _row(counts, relation)
-        if r is None:
+        if r is None or (directions_kept is not None and not {str(d) for d in directions} & directions_kept):
             continue
         tot = counts.totals[r]
         d = len(directions)
@@ -89,14 +91,15 @@ def score(part: Part, relation: str, choice: tuple[int, int, int], lh: int, n_he
 
 
 def held_out(relations: Sequence[str], folds: Sequence[tuple[Part, Part]], lh: int, n_heads: int,
-             offsets: Sequence[int], ci: float) -> pd.DataFrame:
+             offsets: Sequence[int], ci: float, kept: Optional[dict[str, set[str]]] = None) -> pd.DataFrame:
     """One row per relation: each fold's head chosen on its first part and scored on its second, the
-    accuracies (and baselines) averaged over the folds, resample by resample for the intervals."""
+    accuracies (and baselines) averaged over the folds, resample by resample for the intervals. ``kept``: per
+    relation, the directions the choice may take (those the scored data has ``min_count`` arcs of; None: all)."""
     rows = []
     for rel in relations:
         picks = []
         for select, scoring in folds:
-            choice = choose(select, rel, lh)
+            choice = choose(select, rel, lh, None if kept is None else kept.get(rel, set()))
             pick = None if choice is None else score(scoring, rel, choice, lh, n_heads)
             if pick is not None:
                 picks.append(pick)

@@ -358,7 +358,8 @@ class _Analysis:
             best = schema.best_heads(heads_table.drop(columns=list(self.ident)))
         if h.held_out and not best.empty:
             with self.timer("held_out", "held-out selection of the best heads"):
-                best = best.merge(self._held_out(best, full, select), on=["label_set", "relation"], how="left")
+                best = best.merge(self._held_out(best, full, select, heads_table), on=["label_set", "relation"],
+                                  how="left")
                 best = self._decide(best)
         columns = schema.BEST_HEADS.keys + schema.BEST_HEADS.metrics
         best = self.save(schema.BEST_HEADS, best[[c for c in columns if c in best.columns]])
@@ -398,8 +399,8 @@ class _Analysis:
             "method": str(h.multiplicity), "alpha": h.alpha}
         return best
 
-    def _held_out(self, best: pd.DataFrame, full: dict, select: Optional[tuple[Corpus, AttentionStore]]
-                  ) -> pd.DataFrame:
+    def _held_out(self, best: pd.DataFrame, full: dict, select: Optional[tuple[Corpus, AttentionStore]],
+                  heads_table: pd.DataFrame) -> pd.DataFrame:
         """Per label set and relation of ``best``: the held-out accuracy and gain of the head chosen elsewhere."""
         h, store = self.h, self.store
         if select is not None:
@@ -415,8 +416,12 @@ class _Analysis:
         out = []
         for ls, fold in folds.items():
             rels = best.loc[best["label_set"] == str(ls), "relation"].tolist()
+            # the choice ranges over the directions the heads table kept (min_count arcs): for a causal model a
+            # direction that sees a handful of a relation's arcs would otherwise win by chance
+            shown = heads_table[heads_table["label_set"] == str(ls)]
+            kept = {str(r): set(g.astype(str)) for r, g in shown.groupby("relation")["direction"]}
             t = held_out(rels, fold, store.num_layers * store.num_heads, store.num_heads,
-                         [int(o) for o in h.offsets], h.ci)
+                         [int(o) for o in h.offsets], h.ci, kept)
             out.append(t.assign(label_set=str(ls)))
         self.metrics["held_out_selection"] = how
         return pd.concat(out, ignore_index=True) if out else pd.DataFrame(columns=["label_set", "relation"])

@@ -92,3 +92,19 @@ def test_beats_the_baseline_is_decided_on_adjusted_p_values(tmp_path):
     # held out, the noise heads are never right where the -1 offset always is: no resample gains
     assert det["held_out_p"] == 1.0 and det["p_adjusted"] == 1.0 and not det["beats_baseline"]
     assert m["best_heads"]["det"]["beats_baseline"] is False and m["multiplicity"]["method"] == "bh"
+
+
+def test_a_causal_direction_with_a_handful_of_arcs_is_not_chosen():
+    """A causal model's directions count different arcs: head_to_dep sees 3 of a relation's arcs, all right
+    (1.0), dep_to_head 100 at 0.6. The choice ranges over the directions kept at min_count only."""
+    from probing.config import Direction, LabelSet
+    from probing.heads.head_accuracy import RelationCounts
+    from probing.heads.selection import Part, choose
+
+    lh = 2  # one layer, two heads; columns: hits of head 0, head 1, the arc count, one offset's hits
+    dep = RelationCounts(LabelSet.as_is, ["case", "all"], np.array([[60, 10, 100, 40], [60, 10, 100, 40]]), None)
+    head = RelationCounts(LabelSet.as_is, ["case", "all"], np.array([[0, 3, 3, 1], [0, 3, 3, 1]]), None)
+    part = Part([([Direction.dep_to_head], dep), ([Direction.head_to_dep], head)])
+    assert choose(part, "case", lh) == (1, 1, 0)  # 3 of 3 wins by chance
+    assert choose(part, "case", lh, {"dep_to_head"}) == (0, 0, 0)
+    assert choose(part, "case", lh, set()) is None
