@@ -139,8 +139,10 @@ def attention_accuracy(imp: ImportanceConfig, heads: HeadsConfig, model: ModelCo
     counts = count_relations(store, corpus, store.indices, directions, list(heads.offsets), [LabelSet.as_is],
                              imp.bootstrap if paired else 0, seed, heads.chunk_words, heads.block_mb)
     counts = counts[LabelSet.as_is]
+    # every relation with an arc (the link keeps those with importance.min_count), less heads.skip_relations
+    # (root: ROOT is never predicted, so its accuracy is 0 for every head)
     table, _ = accuracy_table(counts, directions, list(heads.offsets), store.num_layers, store.num_heads, 1,
-                              heads.ci, [])
+                              heads.ci, list(heads.skip_relations))
     return table, (_resampled_accuracy(counts, directions, store.num_layers * store.num_heads) if paired else None)
 
 
