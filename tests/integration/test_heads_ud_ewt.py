@@ -50,7 +50,7 @@ def test_heads_minilm_ewt_dev(ewt_dir, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     out = r.stdout + r.stderr
     table = out[out.index("best head per relation"):]
-    # the console ends with the results' path, the table, then the dashboard's path on the last line
+    # the console ends with the results' path, the table and its legend, then the dashboard's path
     lines = [line for line in r.stdout.splitlines() if line.strip()]
     start = next(i for i, line in enumerate(lines) if line.startswith("best head per relation"))
     assert lines[-1] == f"dashboard: {run_dir / 'dashboard.html'}"
@@ -61,7 +61,9 @@ def test_heads_minilm_ewt_dev(ewt_dir, tmp_path):
     m = json.loads((run_dir / "metrics.json").read_text())
     best = m["best_heads"]
     assert set(REQUIRED) <= set(best)
-    assert lines[-2].split()[0] in set(best) | {"all"}  # the line before it is the table's last row
+    # the table's last row, then the legend of its columns (3 lines), then the dashboard's path
+    assert lines[-5].split()[0] in set(best) | {"all"} and lines[-4].startswith("held-out head: the head chosen")
+    assert lines[-2].startswith("beats: the held-out gain's p-value")
     assert m["sentences"] == 2001 and m["conventions"]["min_count"] == 100
     # determiners are the textbook case: the best head beats the best offset for real
     assert best["det"]["gain_ci_low"] > 0 and best["det"]["accuracy"] > 0.7
