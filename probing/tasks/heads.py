@@ -234,11 +234,12 @@ def best_table_text(best: pd.DataFrame) -> str:
 def console_legend(best: pd.DataFrame, h: HeadsConfig) -> str:
     """What the console table's columns mean, below it."""
     held = "held_out_accuracy" in best.columns and best["held_out_accuracy"].notna().any()
-    where = f"on {h.select_split}" if h.select_split else "on each half of the sentences (two folds)"
+    where = (f"on {h.select_split} and scored on this split" if h.select_split else
+             "on each half of the sentences and scored on the other (two folds)")
     lines = []
     if held:
-        lines.append(f"held-out head: the head chosen {where} and scored on the others, as layer-head direction "
-                     "(the baseline offset chosen with it), one per fold; held out: its accuracy there")
+        lines.append(f"held-out head: the head chosen {where}, as layer-head direction (the baseline offset "
+                     "chosen with it), one per fold; held out: its accuracy there")
     lines.append("baseline: the best fixed offset's accuracy (offset: head = word + offset); gain CI: accuracy "
                  f"minus baseline, {h.ci:.0%} bootstrap interval over sentences")
     if held:

@@ -94,7 +94,7 @@ def test_heads_task_writes_tables_figures_and_best_heads(tmp_path, caplog):
     assert result.console.startswith("best head per relation") and "det" in result.console
     assert "baseline" in result.console and not any(k.startswith("_") for k in m)
     # the columns are explained below the table
-    assert "\nheld-out head: the head chosen on each half of the sentences (two folds) and scored on the others, " \
+    assert "\nheld-out head: the head chosen on each half of the sentences and scored on the other (two folds), " \
            "as layer-head direction (the baseline offset chosen with it), one per fold" in result.console
     assert "beats: the held-out gain's p-value, adjusted across relations (bh), below 0.05" in result.console
 
