@@ -538,6 +538,9 @@ class ImportanceConfig(SplitSettings, BootstrapSettings):
     attachment_epochs: int = 30  # the attachment scorer's most training epochs
     mlm_rate: float = 0.15  # mlm readout: share of each sentence's words masked (seeded, same in every ablation)
     min_count: int = 50  # relations with fewer evaluation arcs are not reported (``all`` always is)
+    # the pre-specified primary test: attention accuracy against importance over all arcs in this direction,
+    # two-sided and alone; every other relation and direction is exploratory and adjusted across
+    primary_direction: Direction = Direction.dep_to_head
     # the unablated readout should beat its trivial baselines (attachment: the left and right chains; relation:
     # the majority label) by this much; metrics.json and the console say whether it does
     baseline_margin: float = 0.05

@@ -106,12 +106,16 @@ IMPORTANCE = _t("importance", IMPORTANCE_KEYS + ("method", "metric", "relation",
 PRUNING = _t("pruning", IMPORTANCE_KEYS + ("order", "seed", "fraction_removed", "relation"), ("heads_removed", "score"),
              "task=importance: the readout's score as heads are removed in gradient, attention or random order")
 IMPORTANCE_LINK = _t("importance_link", IMPORTANCE_KEYS + ("relation", "direction"),
-                     ("n_heads", "rho", "ci_low", "ci_high", "ci_resampled", "p", "p_adjusted", "positive"),
+                     ("n_heads", "rho", "ci_low", "ci_high", "ci_resampled", "role", "p", "p_two_sided",
+                      "p_adjusted", "positive"),
                      "task=importance: Spearman over heads between attention accuracy and ablation importance; "
                      "ci_resampled: what the bootstrap over sentences resamples (importance+attention when "
                      "attention accuracy is computed on the same sentences, importance when it comes from "
-                     "importance.heads_run and is held fixed); p: one-sided bootstrap p-value of rho > 0, "
-                     "p_adjusted across the table's rows (heads.multiplicity), positive: p_adjusted < heads.alpha")
+                     "importance.heads_run and is held fixed); role: primary (all arcs in "
+                     "importance.primary_direction, pre-specified) or exploratory; p: one-sided bootstrap p-value of "
+                     "rho > 0, p_two_sided of rho != 0; p_adjusted: the primary row's p_two_sided alone, the "
+                     "exploratory rows' p adjusted across them (heads.multiplicity); positive: p_adjusted < "
+                     "heads.alpha and rho > 0")
 SWEEP = _t("sweep", ("job", "task", "probe", "model", "data", "measure", LAYER, HEAD, "metric"), ("value",),
            "probing-collect: one row per job and headline metric")
 FAILED_JOBS = _t("failed_jobs", ("job", "job_dir"), (), "probing-collect: jobs without metrics.json, and why")

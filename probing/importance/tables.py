@@ -17,7 +17,7 @@ from scipy.stats import rankdata
 
 from probing.importance.scores import Sums
 from probing.schema import ALL
-from probing.stats.multiplicity import bootstrap_p
+from probing.stats.multiplicity import bootstrap_p, bootstrap_p_two_sided
 
 
 def _interval(samples: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
@@ -119,7 +119,8 @@ def link_rows(accuracy: pd.DataFrame, importance: np.ndarray, samples: np.ndarra
     the same sentences, paired row by row with ``samples`` (the interval then covers both sides:
     ``ci_resampled`` = ``importance+attention``); without it attention accuracy is held at its full-sample
     value (``importance``). ``p``: the one-sided bootstrap p-value of rho > 0 from the same resamples
-    (:func:`probing.stats.multiplicity.bootstrap_p`), to be adjusted across the table's relations."""
+    (:func:`probing.stats.multiplicity.bootstrap_p`), to be adjusted across the table's relations;
+    ``p_two_sided``: of rho != 0 (:func:`probing.stats.multiplicity.bootstrap_p_two_sided`)."""
     rows = []
     for (rel, direction), t in accuracy.groupby(["relation", "direction"], sort=True):
         if rel not in groups or groups.index(rel) not in keep:
@@ -136,6 +137,7 @@ def link_rows(accuracy: pd.DataFrame, importance: np.ndarray, samples: np.ndarra
         rows.append({"relation": rel, "direction": str(direction), "n_heads": n_layers * n_heads, "rho": rho,
                      "ci_low": float(lo), "ci_high": float(hi),
                      "ci_resampled": "importance" if paired is None else "importance+attention",
-                     "p": bootstrap_p(resampled) if resampled is not None else np.nan})
+                     "p": bootstrap_p(resampled) if resampled is not None else np.nan,
+                     "p_two_sided": bootstrap_p_two_sided(resampled) if resampled is not None else np.nan})
     return pd.DataFrame(rows, columns=["relation", "direction", "n_heads", "rho", "ci_low", "ci_high",
-                                       "ci_resampled", "p"])
+                                       "ci_resampled", "p", "p_two_sided"])

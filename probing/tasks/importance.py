@@ -77,7 +77,7 @@ from probing.paths import absolute
 from probing.probes.data import sample_sentences
 from probing.results import read_table
 from probing.stats.bootstrap import resample_counts
-from probing.stats.multiplicity import adjust
+from probing.stats.multiplicity import adjust, resamples_needed
 from probing.tasks.base import SINGLE_SPLIT_KINDS, RunOutput, StageTimer, TaskResult, holdout, one_corpus
 from probing.tasks.store_summary import store_use
 
@@ -369,12 +369,24 @@ def _link(metrics: dict, out: RunOutput, imp: ImportanceConfig, h: HeadsConfig, 
     and scatter figures."""
     link = link_rows(accuracy, single, drop_samp[:, : p.n_layers * p.n_heads], groups, keep, p.n_layers,
                      p.n_heads, imp.ci, acc_samples)
-    link["p_adjusted"] = adjust(link["p"].to_numpy(float), Multiplicity(h.multiplicity))
-    link["positive"] = (link["p_adjusted"] < h.alpha).astype("boolean").mask(link["p_adjusted"].isna())
+    # the pre-specified primary test: all arcs in importance.primary_direction, rho != 0, two-sided, alone;
+    # every other row is exploratory, one-sided (rho > 0) and adjusted together
+    primary = ((link["relation"] == schema.ALL) & (link["direction"] == str(imp.primary_direction))).to_numpy()
+    link["role"] = np.where(primary, "primary", "exploratory")
+    link["p_adjusted"] = np.nan
+    link.loc[~primary, "p_adjusted"] = adjust(link.loc[~primary, "p"].to_numpy(float), Multiplicity(h.multiplicity))
+    link.loc[primary, "p_adjusted"] = link.loc[primary, "p_two_sided"]
+    link["positive"] = ((link["p_adjusted"] < h.alpha) & (link["rho"] > 0)).astype("boolean").mask(
+        link["p_adjusted"].isna())
+    family = int(link.loc[~primary, "p"].notna().sum())
+    resamples = int(drop_samp.shape[0])
+    metrics["primary"] = _primary(link[primary], imp, h.alpha)
     metrics["multiplicity"] = {
         "test": "one-sided bootstrap p-value of rho > 0, (1 + #{rho <= 0}) / (1 + resamples)",
-        "family": "every relation and direction of importance_link", "method": str(h.multiplicity),
-        "alpha": h.alpha, "positive": int(link["positive"].fillna(False).sum()), "tests": int(link["p"].notna().sum())}
+        "family": "every relation and direction of importance_link but the primary test (exploratory)",
+        "method": str(h.multiplicity), "alpha": h.alpha,
+        "positive": int(link.loc[~primary, "positive"].fillna(False).sum()), "tests": family}
+    metrics["power"] = _power(resamples, family, h.alpha)
     metrics["conventions"]["link"] += (
         " of importance and attention accuracy together (the same resamples)" if acc_samples is not None
         else " of the importance, attention accuracy held at its full-sample value (importance.heads_run)")
@@ -393,6 +405,31 @@ def _points(accuracy: pd.DataFrame, single: np.ndarray, groups, keep, n_heads: i
     t["importance"] = single[t["layer"].to_numpy(int) * n_heads + t["head"].to_numpy(int),
                              t["relation"].map(names).to_numpy(int)]
     return t
+
+
+def _primary(row: pd.DataFrame, imp: ImportanceConfig, alpha: float) -> dict:
+    """The pre-specified primary test's line of metrics.json (empty fields where the run has no such row)."""
+    out = {"relation": schema.ALL, "direction": str(imp.primary_direction),
+           "test": "Spearman rho over heads of attention accuracy and single-head importance != 0, two-sided "
+                   "bootstrap p-value 2 min(1 + #{rho <= 0}, 1 + #{rho >= 0}) / (1 + resamples), not adjusted"}
+    if len(row):
+        r = row.iloc[0]
+        out.update(rho=float(r["rho"]), ci_low=float(r["ci_low"]), ci_high=float(r["ci_high"]),
+                   p_two_sided=float(r["p_two_sided"]), rejects=bool(r["p_two_sided"] < alpha))
+    return out
+
+
+def _power(resamples: int, tests: int, alpha: float) -> dict:
+    """Whether the bootstrap can reject at all: its smallest p-value against the strictest adjusted threshold of
+    the exploratory family (alpha / tests) and the primary test's (alpha)."""
+    needed = resamples_needed(tests, alpha)
+    out = {"resamples": resamples, "smallest_p": 1 / (1 + resamples) if resamples else None,
+           "exploratory_tests": tests, "resamples_needed": needed, "enough": resamples >= needed,
+           "primary_enough": resamples >= resamples_needed(1, alpha / 2)}
+    if resamples < needed:
+        log.warning("importance.bootstrap=%d: the smallest bootstrap p-value, 1/%d, cannot pass %d adjusted tests "
+                    "at alpha=%s; %d or more resamples are needed", resamples, resamples + 1, tests, alpha, needed)
+    return out
 
 
 def _headline(single: np.ndarray, groups, keep, accuracy: Optional[pd.DataFrame], n_heads: int) -> dict:

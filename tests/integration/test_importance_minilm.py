@@ -70,10 +70,19 @@ def test_importance_minilm_ewt(ewt_dir, tmp_path):
     row = link[(link.relation == "all") & (link.direction == "dep_to_head")].iloc[0]
     assert row.ci_low <= row.rho <= row.ci_high
     assert set(link.ci_resampled) == {"importance+attention"}  # attention accuracy computed on these sentences
-    # adjusted across the table's rows (Benjamini-Hochberg by default), the decision at heads.alpha
-    np.testing.assert_allclose(link.p_adjusted, false_discovery_control(link.p, method="bh"))
-    assert (link.positive == (link.p_adjusted < 0.05)).all()
-    assert metrics["multiplicity"]["tests"] == len(link)
+    # the primary test (all arcs, dep_to_head) two-sided and alone; the others adjusted together (BH by default)
+    primary = (link.relation == "all") & (link.direction == "dep_to_head")
+    assert list(link.role[primary]) == ["primary"] and (link.role[~primary] == "exploratory").all()
+    assert row.p_adjusted == row.p_two_sided and metrics["primary"]["p_two_sided"] == row.p_two_sided
+    explore = link[~primary]
+    np.testing.assert_allclose(explore.p_adjusted, false_discovery_control(explore.p, method="bh"))
+    assert (link.positive == ((link.p_adjusted < 0.05) & (link.rho > 0))).all()
+    assert metrics["multiplicity"]["tests"] == len(link) - 1
+    # 40 resamples cannot pass the adjusted threshold of that many tests, and the run says so; the primary test's
+    # smallest two-sided p-value, 2 / 41, can pass 0.05
+    assert metrics["power"] == {"resamples": 40, "smallest_p": 1 / 41, "exploratory_tests": len(link) - 1,
+                                "resamples_needed": int(np.ceil((len(link) - 1) / 0.05 - 1)), "enough": False,
+                                "primary_enough": True}
     assert (run_dir / "figures" / "importance_all.png").is_file()
     assert (run_dir / "figures" / "pruning_all.png").is_file()
     assert list((run_dir / "wandb").glob("offline-run-*"))

@@ -73,7 +73,8 @@ def test_keep_maps_false_tables_equal_stored_map_tables_in_one_process_and_in_pa
         a = (maps / f"{table}.csv").read_bytes()
         assert a == (kept / f"{table}.csv").read_bytes(), f"{table}.csv: keep_maps=false differs"
         assert a == (parts[0] / f"{table}.csv").read_bytes(), f"{table}.csv: keep_maps=false in parts differs"
-    stores = [p.parent.name for p in (tmp_path / "c2").glob("*/manifest.json")]
+    # the corpus's store keeps only the statistics; the induction detector's few sequences keep their maps
+    stores = [p.parent.name for p in (tmp_path / "c2").glob("*/manifest.json") if "-induction-" not in p.parent.name]
     assert len(stores) == 1 and "-heads_stats-" in stores[0], "no maps kept, only the statistics"
     maps_bytes = sum(f.stat().st_size for f in (tmp_path / "c1").rglob("*.bin"))
     kept_bytes = sum(f.stat().st_size for f in (tmp_path / "c2").rglob("*.bin"))

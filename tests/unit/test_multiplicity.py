@@ -34,3 +34,21 @@ def test_nan_is_left_out_of_the_family_and_none_adjusts_nothing():
 def test_bootstrap_p_value_by_hand():
     assert bootstrap_p(np.array([0.2, 0.1, -0.05, 0.0, np.nan])) == (1 + 2) / (1 + 4)
     assert np.isnan(bootstrap_p(np.array([np.nan])))
+
+
+def test_the_two_sided_bootstrap_p_value_doubles_the_smaller_tail():
+    from probing.stats.multiplicity import bootstrap_p_two_sided
+
+    # 1 of 4 resamples at or below 0, 3 at or above: 2 * min(2, 4) / 5
+    assert bootstrap_p_two_sided(np.array([-1.0, 1.0, 2.0, 3.0])) == pytest.approx(0.8)
+    assert bootstrap_p_two_sided(np.ones(9)) == pytest.approx(0.2)  # the smallest it can be: 2 / (1 + B)
+    assert bootstrap_p_two_sided(np.zeros(3)) == 1.0  # capped
+    assert np.isnan(bootstrap_p_two_sided(np.array([np.nan])))
+
+
+def test_resamples_needed_make_the_smallest_p_pass_the_strictest_threshold():
+    from probing.stats.multiplicity import resamples_needed
+
+    # 72 tests at 0.05: 1 / (1 + B) <= 0.05 / 72 needs B >= 1439; 500 resamples fall short
+    assert resamples_needed(72, 0.05) == 1439 and 1 / (1 + 1439) <= 0.05 / 72 < 1 / (1 + 1438)
+    assert resamples_needed(1, 0.025) == 39
