@@ -63,23 +63,9 @@ def relation_heatmaps(table: pd.DataFrame, directions: Sequence[str], title: str
         counts = {d: rows.loc[rows["direction"] == d, "n"] for d in directions}
         # a causal store scores each direction over the arcs it can see, so the counts may differ by panel
         shared = {int(c.iloc[0]) for c in counts.values() if len(c)}
-        for (ax, im, rect), d in zip(panels, directions):
-            sub = rows[(rows["direction"] == d) & rows["accuracy"].notna()]
-            grid = np.full((n_layers, n_heads), np.nan)
-            grid[sub["layer"].to_numpy(dtype=int), sub["head"].to_numpy(dtype=int)] = sub["accuracy"].to_numpy()
-            im.set_data(grid)
-            if sub.empty:  # min_count kept this relation in the other direction only
-                rect.set_visible(False)
-                ax.title.set_text(f"{d}: not scored\n(fewer arcs than min_count)")
-            else:
-                best = sub.loc[sub["accuracy"].idxmax()]
-                rect.set_visible(True)
-                rect.set_xy((best["head"] - 0.5, best["layer"] - 0.5))
-                n = f", n={int(sub['n'].iloc[0])}" if len(shared) > 1 else ""
-                ax.title.set_text(f"{d}: best {int(best['layer'])}-{int(best['head'])} {best['accuracy']:.2f}{n}\n"
-                                  f"baseline ({int(best['baseline_offset']):+d}) {best['baseline_accuracy']:.2f}")
-            for artist in (im, rect, *ax.spines.values(), ax.title):
-                ax.draw_artist(artist)
+        for panel, d in zip(panels, directions):
+            _draw_panel(panel, rows[(rows["direction"] == d) & rows["accuracy"].notna()], d, (n_layers, n_heads),
+                        len(shared) > 1)
         n_text = f"  (n={shared.pop()})" if len(shared) == 1 else ""
         suptitle.set_text(f"{relation}{n_text}\n{title}")
         fig.draw_artist(suptitle)
@@ -92,6 +78,27 @@ def relation_heatmaps(table: pd.DataFrame, directions: Sequence[str], title: str
         paths.append(path)
     plt.close(fig)
     return paths
+
+
+def _draw_panel(panel: tuple, sub: pd.DataFrame, direction: str, shape: tuple[int, int], name_n: bool) -> None:
+    """One direction's panel of a relation over the saved background: the accuracy grid, the best cell outlined
+    and titled with its baseline (``name_n``: with its arc count), or an empty panel saying it was not scored."""
+    ax, im, rect = panel
+    grid = np.full(shape, np.nan)
+    grid[sub["layer"].to_numpy(dtype=int), sub["head"].to_numpy(dtype=int)] = sub["accuracy"].to_numpy()
+    im.set_data(grid)
+    if sub.empty:  # min_count kept this relation in the other direction only
+        rect.set_visible(False)
+        ax.title.set_text(f"{direction}: not scored\n(fewer arcs than min_count)")
+    else:
+        best = sub.loc[sub["accuracy"].idxmax()]
+        rect.set_visible(True)
+        rect.set_xy((best["head"] - 0.5, best["layer"] - 0.5))
+        n = f", n={int(sub['n'].iloc[0])}" if name_n else ""
+        ax.title.set_text(f"{direction}: best {int(best['layer'])}-{int(best['head'])} {best['accuracy']:.2f}{n}\n"
+                          f"baseline ({int(best['baseline_offset']):+d}) {best['baseline_accuracy']:.2f}")
+    for artist in (im, rect, *ax.spines.values(), ax.title):
+        ax.draw_artist(artist)
 
 
 def pattern_plot(patterns: pd.DataFrame, title: str, path: Path) -> Path:
