@@ -321,8 +321,9 @@ def analyse(corpus: Corpus, store: AttentionStore, h: HeadsConfig, seed: int, ou
         a.figures(heads_table, patterns, mds)
     a.metrics.update(a.timer.metrics())
     a.metrics["conventions"] = conventions(h, store, seed)
-    if kv_groups(store):
-        a.metrics["key_value_heads"] = kv_groups(store)
+    groups = kv_groups(store)
+    if groups:
+        a.metrics["key_value_heads"] = groups
     return out.result(a.metrics, console=a.console(best))
 
 
