@@ -47,7 +47,7 @@ def main() -> None:
     from probing.config import ModelConfig
     from probing.corpus import read_conllu
     from probing.encoder import load_encoder
-    from probing.importance.gates import head_means
+    from probing.interventions.gates import head_means
     from probing.importance.inputs import make_batches
     from probing.importance.readouts import EmbeddingReadout, RelationReadout
     from probing.importance.scores import evaluate, gradients

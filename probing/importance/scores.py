@@ -15,7 +15,7 @@ from typing import Iterator, Optional, Sequence
 import numpy as np
 import torch
 
-from probing.importance.gates import LayerCache, gated
+from probing.interventions.gates import LayerCache, gated
 from probing.importance.inputs import Batch
 from probing.importance.readouts import Readout
 

@@ -1,5 +1,5 @@
 """``task=importance``: what does each head do for syntax? Heads are ablated through gates on their context
-vectors (:mod:`probing.importance.gates`: ``importance.ablation=mean|zero``) and a readout measures the damage
+vectors (:mod:`probing.interventions.gates`: ``importance.ablation=mean|zero``) and a readout measures the damage
 (``importance.readout``): a frozen relation probe's accuracy per relation, a frozen attachment probe's UAS, the
 sentence embedding's cosine, or the model's own masked-LM loss on a fixed masked set (checkpoints with a
 masked-LM head only). ``importance.method``: single-head and leave-one-layer-in ablation, the gradient
@@ -51,7 +51,7 @@ from probing.errors import ProbingError
 from probing.extract import ensure_store
 from probing.figures import importance as figures
 from probing.heads.head_accuracy import RelationCounts, accuracy_table, count_relations
-from probing.importance.gates import head_means
+from probing.interventions.gates import head_means
 from probing.importance.inputs import make_batches
 from probing.importance.probes import fit_attachment, fit_relation
 from probing.importance.pruning import gradient_order, order_settings, random_orders, removed_counts

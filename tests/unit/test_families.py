@@ -12,7 +12,7 @@ import torch
 from families import FAMILY, batch, build, configs
 
 from probing.config import Measure
-from probing.importance.gates import LayerCache, gated, num_heads
+from probing.interventions.gates import LayerCache, gated, num_heads
 from probing.mixing import capture, compute, layer_parts, needs
 from probing.mixing import measures as M
 from probing.mixing.families import (

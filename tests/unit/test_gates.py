@@ -1,4 +1,4 @@
-"""Head gates (probing.importance.gates) on tiny random BERT, RoBERTa and DistilBERT models, against models whose
+"""Head gates (probing.interventions.gates) on tiny random BERT, RoBERTa and DistilBERT models, against models whose
 weights were edited by hand: a zero gate is the head's columns of the output projection zeroed, a mean gate
 is those columns folded into the bias, the gradient is a finite difference."""
 
@@ -11,7 +11,7 @@ import torch
 from mixing_oracle import randomise
 from test_mixing import BUILDERS, _batch
 
-from probing.importance.gates import LayerCache, gated, head_means, num_heads
+from probing.interventions.gates import LayerCache, gated, head_means, num_heads
 from probing.mixing import layer_parts
 
 

@@ -13,7 +13,7 @@ from test_mixing import BUILDERS
 
 from probing.corpus import Corpus, Sentence
 from probing.errors import ProbingError
-from probing.importance.gates import gated, head_means
+from probing.interventions.gates import gated, head_means
 from probing.importance.inputs import Batch, position_vectors
 from probing.importance.pruning import gradient_order, order_settings, removed_counts
 from probing.importance.readouts import AttachmentReadout, EmbeddingReadout, RelationReadout, mlm_unavailable

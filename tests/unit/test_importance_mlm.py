@@ -27,7 +27,7 @@ from probing.config import (
 from probing.corpus import Corpus, Sentence
 from probing.encoder import load_encoder
 from probing.errors import ProbingError
-from probing.importance.gates import gated
+from probing.interventions.gates import gated
 from probing.importance.inputs import make_batches
 from probing.importance.readouts import MlmReadout, masked_words
 from probing.importance.scores import evaluate, gradients
