@@ -24,10 +24,14 @@ from scipy import stats
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from probing.config import Multiplicity  # noqa: E402
+from probing.stats.multiplicity import adjust  # noqa: E402
+from probing.stats.seeds import seed_t_p  # noqa: E402
 from probing.sweep import find_jobs  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 LEVEL = 0.95
+ALPHA = 0.05  # the false discovery rate of a count of heads that pass, Benjamini-Hochberg across the heads
 
 
 # ---- reading ---------------------------------------------------------------------------------------------
@@ -136,6 +140,17 @@ def margin_rows(rel: dict, edge: dict) -> list[dict]:
             for p, r in [("relation", rel), ("edge", edge)]]
 
 
+def seed_values(r: dict, metric: str) -> np.ndarray:
+    return np.asarray(r["seeds"]["values"][metric], dtype=float)
+
+
+def passing_heads(diffs: np.ndarray) -> tuple[int, int]:
+    """Of per-head, per-seed differences ``(heads, seeds)``: how many heads have a one-sided t p-value (mean
+    above 0) below :data:`ALPHA` alone, and how many after Benjamini-Hochberg across all the heads."""
+    p = seed_t_p(diffs)
+    return int(np.sum(p < ALPHA)), int(np.sum(adjust(p, Multiplicity.bh) < ALPHA))
+
+
 def head_sweep_tables(heads: list[dict]) -> tuple[str, tuple[int, int]]:
     acc = sorted(heads, key=lambda r: (-val(r, "accuracy"), r["layer"], r["head"]))
     top = relation_rows(acc[:5])
@@ -145,14 +160,23 @@ def head_sweep_tables(heads: list[dict]) -> tuple[str, tuple[int, int]]:
     maj = np.array([val(r, "majority_accuracy") for r in heads])
     above = sum(lo(r, "accuracy") > val(r, "majority_accuracy") for r in heads)
     sel_pos = sum(lo(r, "selectivity") > 0 for r in heads)
+    acc_alone, acc_bh = passing_heads(np.stack([seed_values(r, "accuracy") - seed_values(r, "majority_accuracy")
+                                                for r in heads]))
+    sel_alone, sel_bh = passing_heads(np.stack([seed_values(r, "selectivity") for r in heads]))
+    n = len(heads)
     sel_rank = sorted(heads, key=lambda r: -val(r, "selectivity"))[:5]
     summary = [
         {"over the 72 heads": "median accuracy", "value": f"{np.median(a):.3f}"},
         {"over the 72 heads": "lowest / highest accuracy", "value": f"{a.min():.3f} / {a.max():.3f}"},
         {"over the 72 heads": "majority class (per head, mean)", "value": f"{maj.mean():.3f}"},
-        {"over the 72 heads": "heads whose accuracy interval lies above the majority class", "value": f"{above}"},
+        {"over the 72 heads": "heads whose accuracy interval lies above the majority class (each alone)",
+         "value": f"{above}"},
+        {"over the 72 heads": f"heads above the majority class, one-sided t over seeds: p < {ALPHA} alone / "
+         f"BH-adjusted across the {n} heads", "value": f"{acc_alone} / {acc_bh}"},
         {"over the 72 heads": "median selectivity", "value": f"{np.median(sel):+.3f}"},
-        {"over the 72 heads": "heads whose selectivity interval lies above 0", "value": f"{sel_pos}"},
+        {"over the 72 heads": "heads whose selectivity interval lies above 0 (each alone)", "value": f"{sel_pos}"},
+        {"over the 72 heads": f"heads with selectivity above 0, one-sided t over seeds: p < {ALPHA} alone / "
+         f"BH-adjusted across the {n} heads", "value": f"{sel_alone} / {sel_bh}"},
         {"over the 72 heads": "five most selective heads",
          "value": ", ".join(f"{r['head_set']} {val(r, 'selectivity'):+.3f}" for r in sel_rank)},
     ]
