@@ -41,7 +41,7 @@ def num_heads(model: nn.Module) -> int:
     return head_counts(model, family_of(model)[0])[0]
 
 
-def _per_call(parts: list[BlockParts], hook: Any) -> list[Any]:
+def per_call(parts: list[BlockParts], hook: Any) -> list[Any]:
     """Forward pre-hooks ``hook(k, module, args)`` on every layer's output projection, ``k`` the layer the call
     is for: a distinct module's own index, or a shared module's call count in the pass."""
     modules = [p.out for p in parts]
@@ -77,7 +77,7 @@ def gated(model: nn.Module, gates: torch.Tensor, mean: Optional[torch.Tensor] = 
             return None
         return (_gate(args[0], gates[:, k], None if mean is None else mean[k]),) + tuple(args[1:])
 
-    handles = _per_call(parts, pre)
+    handles = per_call(parts, pre)
     try:
         yield
     finally:
@@ -98,7 +98,7 @@ def head_means(model: nn.Module, batches: Iterable[dict]) -> torch.Tensor:
         s = (x * mask["m"][..., None]).sum((0, 1))
         sums[k] = s if sums[k] is None else sums[k] + s
 
-    handles = _per_call(parts, pre)
+    handles = per_call(parts, pre)
     try:
         with torch.inference_mode():
             for batch in batches:
@@ -148,7 +148,7 @@ class LayerCache:
             self.context[k] = args[0]
 
         handles = [m.register_forward_pre_hook(on_layer, with_kwargs=True) for m in distinct(self.layers)]
-        handles += _per_call(self.parts, on_out)
+        handles += per_call(self.parts, on_out)
         if getattr(model.config, "use_cache", False):
             inputs = {**inputs, "use_cache": False}  # a decoder's key/value cache would grow with every re-run
         try:
@@ -162,29 +162,33 @@ class LayerCache:
         # the rest of layer k from its output projection on, where the block is post-LN and every layer distinct
         self.fast = family.wiring is Wiring.post_ln and not family.shared_layers
 
-    def run_from(self, k: int, replicas: int) -> torch.Tensor:
+    def run_from(self, k: int, replicas: int, start: Optional[torch.Tensor] = None) -> torch.Tensor:
         """The last hidden state ``(replicas·B, T, D)`` of a pass that reuses layers below k (and, for a post-LN
         block, layer k's attention weights, identical in every replica: only its output projection onward sees
         the gates). A shared layer's pass starts at layer 0, so its calls count from there. Call it inside
-        :func:`gated` with gates of ``replicas`` rows; their rows for layers below k are ignored."""
+        :func:`gated` with gates of ``replicas`` rows; their rows for layers below k are ignored. ``start``: the
+        input of layer k ``(replicas·B, T, D)`` to run from instead of the clean one (a patch of the residual
+        stream; no gates then), the pass starting at layer k itself."""
         r, b = replicas, self.batch
         with torch.inference_mode():
-            if self.fast:
+            if start is not None:
+                y, first = start, k
+            elif self.fast:
                 p = self.parts[k]
                 x = _repeat(self.hidden[k], r, b)
                 # the rest of layer k as BertSelfOutput / BertOutput (and DistilBERT's block) compute it
                 h = p.norm1(p.out(_repeat(self.context[k], r, b)) + x)
                 y = p.norm2(h + p.ffn(h))
-                start = k + 1
+                first = k + 1
             else:
-                start = 0 if self.parts[0].family.shared_layers else k
-                y = _repeat(self.hidden[start], r, b)
-            for j in range(start, len(self.parts)):
+                first = 0 if self.parts[0].family.shared_layers else k
+                y = _repeat(self.hidden[first], r, b)
+            for j in range(first, len(self.parts)):
                 args, kwargs = self.calls[j]
                 y = self.layers[j](y, *[_repeat(a, r, b) for a in args],
                                    **{key: _repeat(v, r, b) for key, v in kwargs.items()})
                 y = y[0] if isinstance(y, tuple) else y
             final = self.parts[0].family.final_norm
-            if final is not None and not self.fast:
+            if final is not None and (start is not None or not self.fast):
                 y = get_path(self.model, final)(y)
         return y

@@ -1,0 +1,1 @@
+"""Causal evidence of what heads carry: activation, residual and attribution patching on minimal pairs."""
