@@ -547,7 +547,10 @@ class ImportanceConfig(SplitSettings, BootstrapSettings):
     layer_in: bool = True  # leave-one-layer-in: every head outside one layer ablated
     pruning: bool = True  # pruning curves (10% steps): gradient, attention accuracy and random orders
     pruning_step: float = 0.1  # the share of heads removed at each step of the pruning curves
-    pruning_seeds: int = 5  # random orders (their mean curve and the band of single orders are reported)
+    pruning_seeds: int = 10  # random orders (their mean curve, its interval and the band of single orders)
+    # refit the readout at every point of the pruning curves, on its training sentences with that point's heads
+    # ablated, before scoring it (relation and attachment readouts; one training pass and fit per point)
+    pruning_refit: bool = False
     heads_run: Optional[str] = None  # a task=heads run dir whose heads table gives attention accuracy
     batch_size: int = 32  # sentences per forward pass
     max_batch_tokens: int = 4096  # pieces x sentences per batch, before replication

@@ -100,11 +100,24 @@ INSPECT_PAIR = _t("inspect_pair", ("measure", "sentence", "sentence_id", LAYER, 
                   "rank of the link's excess over it")
 IMPORTANCE_KEYS = ("model", "corpus", "split", "readout", "ablation")
 IMPORTANCE = _t("importance", IMPORTANCE_KEYS + ("method", "metric", "relation", LAYER, HEAD),
-                ("n", "score", "ci_low", "ci_high"),
+                ("n", "score", "ci_low", "ci_high", "p", "p_adjusted"),
                 "task=importance: each head's (method=ablation) or each kept layer's (method=layer_in, head empty) "
-                "score drop and loss change when ablated, and gradient importance (method=gradient)")
-PRUNING = _t("pruning", IMPORTANCE_KEYS + ("order", "seed", "fraction_removed", "relation"), ("heads_removed", "score"),
-             "task=importance: the readout's score as heads are removed in gradient, attention or random order")
+                "score drop and loss change when ablated, and gradient importance (method=gradient); p: one-sided "
+                "bootstrap p-value of a drop (loss change) above 0, p_adjusted: across the heads (the layers) of one "
+                "relation and metric (heads.multiplicity)")
+IMPORTANCE_HELDOUT = _t("importance_heldout", IMPORTANCE_KEYS + ("relation",),
+                        (LAYER, HEAD, "chosen_drop", "n", "score", "ci_low", "ci_high", "heads_tested",
+                         "heads_passing"),
+                        "task=importance: per relation the head whose single ablation costs most on a seeded half of "
+                        "the evaluation sentences (chosen_drop: its drop there) and its drop on the other half "
+                        "(score, n arcs, interval over that half's sentences); heads_passing: heads whose drop has "
+                        "p_adjusted < heads.alpha on all sentences (adjusted across the heads_tested)")
+PRUNING = _t("pruning", IMPORTANCE_KEYS + ("order", "seed", "fraction_removed", "relation"),
+             ("heads_removed", "score", "ci_low", "ci_high", "unablated", "floor", "share_to_floor"),
+             "task=importance: the readout's score as heads are removed in gradient, attention or random order "
+             "(random_mean: the random orders' mean curve), its interval over evaluation sentences (the random mean "
+             "resampled jointly across orders), the unablated score, the all-heads-ablated floor and the share of "
+             "the room between them lost, (unablated - score) / (unablated - floor)")
 IMPORTANCE_LINK = _t("importance_link", IMPORTANCE_KEYS + ("relation", "direction"),
                      ("n_heads", "rho", "ci_low", "ci_high", "ci_resampled", "role", "p", "p_two_sided",
                       "p_adjusted", "positive"),

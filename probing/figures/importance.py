@@ -9,7 +9,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 
@@ -49,21 +48,33 @@ def link_scatter(points: pd.DataFrame, link: pd.DataFrame, n_layers: int, title:
 
 
 def pruning_plot(pruning: pd.DataFrame, relation: str, ylabel: str, title: str, path: Path) -> Path:
-    """The score against the fraction of heads removed, one line per order, random orders as a min–max band
-    around their mean."""
+    """The score against the fraction of heads removed: one line per informed order with its interval over
+    sentences, the random orders' mean curve with its interval and the min–max band of the single orders, and
+    the all-heads-ablated floor and the unablated score minus 5 points as horizontal lines."""
     t = pruning[pruning["relation"] == relation]
     fig, ax = plt.subplots(figsize=(5.2, 3.6), dpi=90)
     for order, s in t.groupby("order", sort=True):
-        curve = s.groupby("fraction_removed")["score"]
-        x = np.array(sorted(s["fraction_removed"].unique()))
+        s = s.sort_values("fraction_removed")
         if order == "random":
-            ax.fill_between(x, curve.min().to_numpy(), curve.max().to_numpy(), alpha=0.25, color="grey")
-            ax.plot(x, curve.mean().to_numpy(), color="grey", label="random (mean, min–max)")
-        else:
-            ax.plot(x, curve.mean().to_numpy(), marker="o", ms=3, label=str(order))
+            band = s.groupby("fraction_removed")["score"]
+            x = band.min().index.to_numpy(float)
+            ax.fill_between(x, band.min().to_numpy(), band.max().to_numpy(), alpha=0.15, color="grey",
+                            label=f"random ({s['seed'].nunique()} orders: min–max)")
+            continue
+        x = s["fraction_removed"].to_numpy(float)
+        colour = "dimgrey" if order == "random_mean" else None
+        (line,) = ax.plot(x, s["score"].to_numpy(), marker="o", ms=3, color=colour,
+                          label="random (mean, 95% interval)" if order == "random_mean" else str(order))
+        if "ci_low" in s and s["ci_low"].notna().any():
+            ax.fill_between(x, s["ci_low"].to_numpy(float), s["ci_high"].to_numpy(float), alpha=0.2,
+                            color=line.get_color())
+    if len(t) and "floor" in t:
+        first = t.sort_values("fraction_removed").iloc[0]
+        ax.axhline(float(t["floor"].iloc[0]), color="tab:red", ls=":", lw=1, label="all heads ablated")
+        ax.axhline(float(first["unablated"]) - 0.05, color="black", ls="--", lw=0.8, label="unablated − 5 points")
     ax.set_xlabel("fraction of heads removed")
     ax.set_ylabel(ylabel)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7)
     ax.set_title(f"{title} · {relation}", fontsize=9)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()

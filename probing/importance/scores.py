@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
 
-from probing.interventions.gates import LayerCache, gated
 from probing.importance.inputs import Batch
 from probing.importance.readouts import Readout
+from probing.interventions.gates import LayerCache, gated
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,27 @@ def evaluate(model: torch.nn.Module, batches: Sequence[Batch], readout: Readout,
     cat1 = lambda xs: torch.cat(xs, 1).double().numpy()  # noqa: E731
     return Sums(np.concatenate([b.sentences for b in batches]), cat0(out["n"]), cat0(out["ch"]), cat0(out["cl"]),
                 cat1(out["h"]), cat1(out["l"]))
+
+
+def evaluate_refitted(model: torch.nn.Module, batches: Sequence[Batch], fit: Callable[[], Readout],
+                      settings: torch.Tensor, mean: Optional[torch.Tensor], replicas: int) -> Sums:
+    """As :func:`evaluate`, but each setting is scored by a readout refitted with its gates on: ``fit()`` runs
+    inside :func:`gated` (its training passes see the ablated model) and the refitted readout scores that
+    setting alone. Settings that repeat (every curve's first and last point) are fitted once. The ``clean_*``
+    sums are those of the all-ones setting's refit (the readout as fitted on the unablated model)."""
+    flat = settings.flatten(1)
+    uniq, inverse = torch.unique(flat, dim=0, return_inverse=True)
+    parts = []
+    device = next(model.parameters()).device
+    for u in uniq:
+        g = u.view(1, *settings.shape[1:])
+        with gated(model, g.to(device), mean):
+            readout = fit()
+        parts.append(evaluate(model, batches, readout, g, mean, replicas))
+    idx = inverse.numpy()
+    clean = next((parts[i] for i, u in enumerate(uniq) if bool((u == 1).all())), parts[0])
+    return Sums(clean.sentences, clean.n, clean.clean_hits, clean.clean_loss,
+                np.concatenate([q.hits for q in parts])[idx], np.concatenate([q.loss for q in parts])[idx])
 
 
 @contextmanager

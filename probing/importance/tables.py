@@ -1,6 +1,9 @@
 """Importance scores as tidy rows, with percentile intervals from a bootstrap over evaluation sentences:
-score drops of gate settings (:func:`drop_rows`), normalised gradient importance (:func:`gradient_rows`) and
-the link between attention accuracy and ablation importance (:func:`link_rows`, Spearman over heads).
+score drops of gate settings (:func:`drop_rows`, with a one-sided bootstrap p-value of harm), normalised gradient
+importance (:func:`gradient_rows`), the pruning curves beside the all-heads-ablated floor (:func:`pruning_rows`),
+the costliest head per relation chosen on one half of the sentences and scored on the other
+(:func:`heldout_rows`), and the link between attention accuracy and ablation importance (:func:`link_rows`,
+Spearman over heads).
 
 A resample is a row of sentence counts ``w`` (probing's bootstrap convention), so every resampled score is a
 ratio of weighted sums; nothing is recomputed.
@@ -15,9 +18,11 @@ import numpy as np
 import pandas as pd
 from scipy.stats import rankdata
 
+from probing.config import Multiplicity
 from probing.importance.scores import Sums
 from probing.schema import ALL
-from probing.stats.multiplicity import bootstrap_p, bootstrap_p_two_sided
+from probing.stats.bootstrap import resample_counts
+from probing.stats.multiplicity import adjust, bootstrap_p, bootstrap_p_two_sided
 
 
 def _interval(samples: np.ndarray, ci: float) -> tuple[np.ndarray, np.ndarray]:
@@ -53,27 +58,128 @@ def changes(sums: Sums, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             _ratio(_weighted(weights, sums.loss), n[:, None]) - loss0[:, None])
 
 
+def harm_p(samples: np.ndarray) -> np.ndarray:
+    """``(n, ...)`` bootstrap resamples -> ``(...)`` one-sided p-values of "above 0" (an ablation that costs),
+    :func:`probing.stats.multiplicity.bootstrap_p` elementwise: ``(1 + #{s <= 0}) / (1 + B)`` over the defined
+    resamples, NaN where none is (and where there are no resamples)."""
+    ok = np.isfinite(samples)
+    defined = ok.sum(0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = (1 + (ok & (np.where(ok, samples, 1) <= 0)).sum(0)) / (1 + defined)
+    return np.where(defined > 0, p, np.nan)
+
+
 def drop_rows(sums: Sums, groups: Sequence[str], keep: Sequence[int], labels: Sequence[dict], metric: str,
               weights: np.ndarray, ci: float) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
     """One row per setting (``labels[a]``: its layer, head, method) and kept group, for two metrics: the
-    readout score's drop (``<metric>_drop``) and the loss change (``loss_change``). Also returns the point
-    drops ``(A, G)`` and their resamples ``(n, A, G)``."""
+    readout score's drop (``<metric>_drop``) and the loss change (``loss_change``), each with the one-sided
+    bootstrap p-value of harm (:func:`harm_p`; adjusted later, across a family the caller knows). Also returns
+    the point drops ``(A, G)`` and their resamples ``(n, A, G)``."""
     score, loss = (x[0] for x in changes(sums, np.ones((1, len(sums.sentences)))))
     if len(weights):
         s_samp, l_samp = changes(sums, weights)
         (lo, hi), (llo, lhi) = _interval(s_samp, ci), _interval(l_samp, ci)
+        p, lp = harm_p(s_samp), harm_p(l_samp)
     else:
         s_samp = np.zeros((0,) + score.shape)
-        lo = hi = llo = lhi = np.full_like(score, np.nan)
+        lo = hi = llo = lhi = p = lp = np.full_like(score, np.nan)
     n = sums.n.sum(0)
     rows = []
     for a, lab in enumerate(labels):
         for g in keep:
             rows.append({**lab, "relation": groups[g], "metric": f"{metric}_drop", "n": int(n[g]),
-                         "score": score[a, g], "ci_low": lo[a, g], "ci_high": hi[a, g]})
+                         "score": score[a, g], "ci_low": lo[a, g], "ci_high": hi[a, g], "p": p[a, g]})
             rows.append({**lab, "relation": groups[g], "metric": "loss_change", "n": int(n[g]),
-                         "score": loss[a, g], "ci_low": llo[a, g], "ci_high": lhi[a, g]})
+                         "score": loss[a, g], "ci_low": llo[a, g], "ci_high": lhi[a, g], "p": lp[a, g]})
     return pd.DataFrame(rows), score, s_samp
+
+
+def adjust_drops(table: pd.DataFrame, multiplicity: Multiplicity) -> pd.Series:
+    """``p_adjusted`` of an importance table: ``p`` adjusted across the heads (method ablation) or the layers
+    (layer_in) of one relation and metric, each such set a family; NaN where ``p`` is (gradient rows)."""
+    return table.groupby(["method", "relation", "metric"], sort=False)["p"].transform(
+        lambda p: pd.Series(adjust(p.to_numpy(float), multiplicity), index=p.index))
+
+
+def halves(sentences: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A seeded split of the evaluation sentences (``sentences (S,)``, corpus indices in column order) into
+    the half a head is chosen on and the half it is scored on: two ``(S,)`` boolean masks. The first
+    ``S // 2`` of a seeded permutation of the corpus indices choose."""
+    perm = np.random.default_rng(seed).permutation(np.sort(sentences))
+    choose = np.isin(sentences, perm[: len(sentences) // 2])
+    return choose, ~choose
+
+
+def scoring_weights(score: np.ndarray, sentences: np.ndarray, n_resamples: int, seed: int) -> np.ndarray:
+    """``(n, S)`` bootstrap counts over the scoring half only (:func:`resample_counts` over its sentences in
+    corpus order; 0 for the choosing half)."""
+    cols = np.flatnonzero(score)[np.argsort(sentences[score], kind="stable")]
+    w = np.zeros((n_resamples, len(sentences)))
+    w[:, cols] = resample_counts(len(cols), n_resamples, seed)
+    return w
+
+
+def heldout_rows(sums: Sums, groups: Sequence[str], keep: Sequence[int], n_heads: int, split: tuple,
+                 weights: np.ndarray, ci: float, passing: Mapping[str, tuple[int, int]]) -> pd.DataFrame:
+    """Per kept group, the head whose single ablation costs most on the choosing half (``split``: the masks of
+    :func:`halves`; ``sums``: the single-head settings only, flat ``layer · H + head``; ties: the lowest), its
+    drop there (``chosen_drop``), and its drop on the scoring half with the interval of ``weights`` (resamples of
+    the scoring half, :func:`scoring_weights`); ``passing[group]``: heads tested and heads whose drop passes the
+    adjusted test on all sentences."""
+    choose, score = split
+    chosen = changes(sums, choose[None].astype(float))[0][0]  # (A, G)
+    point = changes(sums, score[None].astype(float))[0][0]
+    samp = changes(sums, weights)[0] if len(weights) else np.zeros((0,) + point.shape)
+    lo, hi = _interval(samp, ci) if len(weights) else (np.full_like(point, np.nan),) * 2
+    n = (score[:, None] * sums.n).sum(0)
+    rows = []
+    for g in keep:
+        if np.isnan(chosen[:, g]).all():
+            continue
+        a = int(np.nanargmax(chosen[:, g]))
+        tested, passed = passing.get(groups[g], (0, 0))
+        rows.append({"relation": groups[g], "layer": a // n_heads, "head": a % n_heads,
+                     "chosen_drop": chosen[a, g], "n": int(n[g]), "score": point[a, g], "ci_low": lo[a, g],
+                     "ci_high": hi[a, g], "heads_tested": tested, "heads_passing": passed})
+    return pd.DataFrame(rows, columns=["relation", "layer", "head", "chosen_drop", "n", "score", "ci_low",
+                                       "ci_high", "heads_tested", "heads_passing"])
+
+
+def pruning_rows(names: Sequence[tuple[str, Optional[int]]], counts: Sequence[int], sums: Sums,
+                 groups: Sequence[str], keep: Sequence[int], weights: np.ndarray, ci: float,
+                 random: str, mean_name: str) -> pd.DataFrame:
+    """The pruning curves as rows: ``sums`` holds ``len(names) · len(counts)`` settings, order after order
+    (``names[o]``: its name and seed), point after point. Each point's score has a bootstrap interval over the
+    evaluation sentences; the orders named ``random`` also give their mean curve (``mean_name``), each resample's
+    mean over the orders on the same sentences (jointly resampled). Beside every point: the unablated score (the
+    curve's first point), the all-heads-ablated ``floor`` (its last, every order's alike) and
+    ``share_to_floor``, how much of the room between them the point has lost, ``(unablated − score) /
+    (unablated − floor)``."""
+    o, c = len(names), len(counts)
+    n = sums.n.sum(0)
+    point = _ratio(sums.hits.sum(1), n).reshape(o, c, -1)  # (O, C, G)
+    samp = (_ratio(_weighted(weights, sums.hits), (weights @ sums.n)[:, None]).reshape(len(weights), o, c, -1)
+            if len(weights) else np.zeros((0, o, c, point.shape[-1])))
+    order = [name for name, _ in names]
+    seed = [s for _, s in names]
+    rnd = [i for i, name in enumerate(order) if name == random]
+    if rnd:
+        point = np.concatenate([point, point[rnd].mean(0, keepdims=True)])
+        samp = np.concatenate([samp, samp[:, rnd].mean(1, keepdims=True)], 1)
+        order, seed = order + [mean_name], seed + [None]
+    lo, hi = _interval(samp, ci) if len(weights) else (np.full_like(point, np.nan),) * 2
+    clean, floor = point[:, :1], point[:, -1:]  # (O', 1, G)
+    share = _ratio(clean - point, np.broadcast_to(clean - floor, point.shape))
+    kept = np.asarray(keep)
+    oi, ci_, gi = (x.ravel() for x in np.meshgrid(np.arange(len(order)), np.arange(c), kept, indexing="ij"))
+    total = counts[-1]
+    return pd.DataFrame({
+        "order": np.asarray(order, dtype=object)[oi], "seed": pd.array(np.asarray(seed, dtype=object)[oi],
+                                                                       dtype="Int64"),
+        "fraction_removed": np.round(np.asarray(counts)[ci_] / total, 4), "relation": np.asarray(groups)[gi],
+        "heads_removed": np.asarray(counts)[ci_], "score": point[oi, ci_, gi], "ci_low": lo[oi, ci_, gi],
+        "ci_high": hi[oi, ci_, gi], "unablated": clean[oi, 0, gi], "floor": floor[oi, 0, gi],
+        "share_to_floor": share[oi, ci_, gi]})
 
 
 def normalised_gradient(grads: np.ndarray, w: Optional[np.ndarray] = None) -> np.ndarray:

@@ -8,9 +8,10 @@ and, per relation, the Spearman correlation over heads between attention accurac
 ``importance.heads_run``, held fixed, or computed here and resampled with the importance) and ablation
 importance, with bootstrap intervals over sentences.
 
-Writes the ``importance``, ``pruning`` and ``importance_link`` tables (and ``heads``, the attention accuracy, when it
-is computed here), a scatter per relation and the pruning curves under ``figures/``, and the most important head
-per relation in ``metrics.json``.
+Writes the ``importance``, ``importance_heldout``, ``pruning`` and ``importance_link`` tables (and ``heads``, the
+attention accuracy, when it is computed here), a scatter per relation and the pruning curves under ``figures/``, and
+the most important head per relation in ``metrics.json``, chosen on one half of the sentences and scored on the
+other.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import pandas as pd
@@ -51,7 +52,6 @@ from probing.errors import ProbingError
 from probing.extract import ensure_store
 from probing.figures import importance as figures
 from probing.heads.head_accuracy import RelationCounts, accuracy_table, count_relations
-from probing.interventions.gates import head_means
 from probing.importance.inputs import make_batches
 from probing.importance.probes import fit_attachment, fit_relation
 from probing.importance.pruning import gradient_order, order_settings, random_orders, removed_counts
@@ -65,14 +65,20 @@ from probing.importance.readouts import (
     mlm_unavailable,
     trivial_baselines,
 )
-from probing.importance.scores import evaluate, gradients
+from probing.importance.scores import evaluate, evaluate_refitted, gradients
 from probing.importance.tables import (
+    adjust_drops,
     drop_rows,
     gradient_rows,
+    halves,
+    heldout_rows,
     kept_groups,
     link_rows,
     normalised_gradient,
+    pruning_rows,
+    scoring_weights,
 )
+from probing.interventions.gates import head_means
 from probing.paths import absolute
 from probing.probes.data import sample_sentences
 from probing.results import read_table
@@ -182,8 +188,12 @@ class _Passes:
     n_layers: int
     n_heads: int
     replicas: int
+    fit: Optional[Callable[[], Any]] = None  # refits the readout on its training sentences (relation, attachment)
 
-    def evaluate(self, settings: torch.Tensor):
+    def evaluate(self, settings: torch.Tensor, refit: bool = False):
+        """The readout's sums for every setting; ``refit``: each scored by a readout refitted with its gates on."""
+        if refit:
+            return evaluate_refitted(self.net, self.batches, self.fit, settings, self.mean, self.replicas)
         return evaluate(self.net, self.batches, self.readout, settings, self.mean, self.replicas)
 
     def gradients(self, gates: torch.Tensor) -> np.ndarray:
@@ -191,6 +201,13 @@ class _Passes:
 
 
 _LM_HEADS = {ReadoutKind.mlm: LmHead.masked, ReadoutKind.lm: LmHead.causal}  # readouts of the model's own head
+
+
+def _check_refit(kind: ReadoutKind, imp: ImportanceConfig) -> None:
+    """``importance.pruning_refit`` with a readout that is not fitted is refused in one line."""
+    if imp.pruning and imp.pruning_refit and kind not in (ReadoutKind.relation, ReadoutKind.attachment):
+        raise ProbingError(f"importance.pruning_refit=true: importance.readout={kind} is not fitted, so there is "
+                           "nothing to refit; use importance.readout=relation or attachment")
 
 
 def _check_readout(model: ModelConfig, kind: ReadoutKind, method: ImportanceMethod) -> None:
@@ -208,22 +225,27 @@ def _check_readout(model: ModelConfig, kind: ReadoutKind, method: ImportanceMeth
 
 
 def _readout(encoder, kind: ReadoutKind, imp: ImportanceConfig, train: Corpus, corpus: Corpus, batches: list,
-             pooling, seed: int) -> tuple[Any, list]:
-    """The frozen readout (fitted on ``train`` for relation and attachment) and the evaluation batches it
-    scores (the mlm readout masks one copy of them)."""
+             pooling, seed: int) -> tuple[Any, list, Optional[Callable[[], Any]]]:
+    """The frozen readout (fitted on ``train`` for relation and attachment), the evaluation batches it
+    scores (the mlm readout masks one copy of them) and, for a fitted readout, the fit itself (run again, under
+    gates, by ``importance.pruning_refit``)."""
     if kind is ReadoutKind.embedding:
-        return EmbeddingReadout(), batches
+        return EmbeddingReadout(), batches, None
     if kind is ReadoutKind.mlm:
         readout = MlmReadout(encoder.lm_head, encoder.tokenizer.mask_token_id, imp.mlm_rate, seed)
-        return readout, readout.mask(batches)  # one masked copy, scored by every gated pass
+        return readout, readout.mask(batches), None  # one masked copy, scored by every gated pass
     if kind is ReadoutKind.lm:
-        return LmReadout(encoder.lm_head), batches
+        return LmReadout(encoder.lm_head), batches, None
     train_batches = make_batches(encoder, train, imp.batch_size, imp.max_batch_tokens)
+
+    def fit() -> Any:
+        if kind is ReadoutKind.relation:
+            return fit_relation(encoder.model, train, train_batches, corpus, pooling, imp.C, imp.max_iter, seed)
+        return fit_attachment(encoder.model, train, train_batches, corpus, pooling, imp.attachment_rank,
+                              imp.attachment_epochs, seed)
+
     log.info("fitting the frozen %s probe on %d %s sentences ...", kind, len(train), train.split)
-    if kind is ReadoutKind.relation:
-        return fit_relation(encoder.model, train, train_batches, corpus, pooling, imp.C, imp.max_iter, seed), batches
-    return fit_attachment(encoder.model, train, train_batches, corpus, pooling, imp.attachment_rank,
-                          imp.attachment_epochs, seed), batches
+    return fit(), batches, fit
 
 
 def _metrics(ident: dict, method: ImportanceMethod, kind: ReadoutKind, imp: ImportanceConfig, train: Corpus,
@@ -286,6 +308,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     """Every enabled importance computation of ``imp``, written through ``out``."""
     kind, method = ReadoutKind(imp.readout), ImportanceMethod(imp.method)
     _check_readout(model, kind, method)
+    _check_refit(kind, imp)
     encoder = load_encoder(model, _LM_HEADS.get(kind))
     want_ablation, want_gradient = _wanted(method, kind)
     timer = StageTimer()
@@ -294,10 +317,10 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
         sizes = _sizes(data, imp, kind, len(train), len(corpus))
         log.info("importance: %s", sizes)
         batches = make_batches(encoder, corpus, imp.batch_size, imp.max_batch_tokens)
-        readout, batches = _readout(encoder, kind, imp, train, corpus, batches, extract.pooling, seed)
+        readout, batches, fit = _readout(encoder, kind, imp, train, corpus, batches, extract.pooling, seed)
     mean = (head_means(encoder.model, [b.inputs for b in batches]).to(encoder.device)
             if Ablation(imp.ablation) is Ablation.mean else None)
-    p = _Passes(encoder.model, batches, readout, mean, encoder.num_layers, encoder.num_heads, imp.replicas)
+    p = _Passes(encoder.model, batches, readout, mean, encoder.num_layers, encoder.num_heads, imp.replicas, fit)
     # columns in batch order, the order of every per-sentence array below
     weights = sentence_weights(len(corpus), imp, seed)[:, np.concatenate([b.sentences for b in batches])]
     ident = {"model": model_label(model), "corpus": corpus.name, "split": corpus.split, "readout": kind.value,
@@ -317,12 +340,21 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     if want_gradient:
         with timer("gradient", "gradient importance"):
             tables.append(gradient_rows(p.gradients(torch.ones(p.n_layers, p.n_heads)), weights, imp.ci))
-    importance = _with_ident(pd.concat(tables, ignore_index=True), ident, schema.IMPORTANCE)
+    importance = pd.concat(tables, ignore_index=True)
+    importance["p"] = importance["p"].astype(float) if "p" in importance else np.nan
+    importance["p_adjusted"] = adjust_drops(importance, Multiplicity(heads.multiplicity))
+    importance = _with_ident(importance, ident, schema.IMPORTANCE)
     for col in (schema.LAYER, schema.HEAD):
         importance[col] = pd.array(importance[col], dtype="Int64")
     out.table(schema.IMPORTANCE.name, importance)
+    heldout = None
     if want_ablation:
-        metrics.update(_headline(single, groups, keep, None, p.n_heads))
+        heldout = _heldout(sums, importance, groups, keep, p, imp, heads, seed, readout.metric)
+        out.table(schema.IMPORTANCE_HELDOUT.name, _with_ident(heldout, ident, schema.IMPORTANCE_HELDOUT))
+        metrics.update(_headline(heldout, None))
+        metrics["conventions"]["most_important"] = (
+            "per relation the head whose single ablation costs most on a seeded half of the evaluation sentences, "
+            "its drop on the other half (the importance_heldout table)")
     stores: list = []
     accuracy = None
     if corpus.has_trees and kind is not ReadoutKind.embedding or imp.heads_run:
@@ -334,9 +366,11 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
         if want_ablation:
             _link(metrics, out, imp, heads, accuracy, acc_samples, single, drop_samp, groups, keep, p, ident,
                   title)
+    if want_ablation and accuracy is not None:
+        metrics.update(_headline(heldout, accuracy))
     if imp.pruning:
         with timer("pruning", "pruning curves"):
-            prune = _pruning(imp, seed, p, accuracy, want_gradient, keep, groups)
+            prune = _pruning(imp, seed, p, accuracy, want_gradient, keep, groups, weights)
         _write_pruning(prune, metrics, out, imp, ident, title, readout.metric)
     metrics.update(timer.metrics())
     return out.result(metrics, stores, _console(metrics, readout.metric, sizes))
@@ -390,7 +424,6 @@ def _link(metrics: dict, out: RunOutput, imp: ImportanceConfig, h: HeadsConfig, 
     metrics["conventions"]["link"] += (
         " of importance and attention accuracy together (the same resamples)" if acc_samples is not None
         else " of the importance, attention accuracy held at its full-sample value (importance.heads_run)")
-    metrics.update(_headline(single, groups, keep, accuracy, p.n_heads))
     out.table(schema.IMPORTANCE_LINK.name, link.assign(**ident)[list(schema.IMPORTANCE_LINK.keys)
                                                                 + list(schema.IMPORTANCE_LINK.metrics)])
     if imp.figures:
@@ -432,25 +465,44 @@ def _power(resamples: int, tests: int, alpha: float) -> dict:
     return out
 
 
-def _headline(single: np.ndarray, groups, keep, accuracy: Optional[pd.DataFrame], n_heads: int) -> dict:
-    """The most important head per relation, with its drop and (when known) its best attention accuracy."""
+def _heldout(sums, importance: pd.DataFrame, groups, keep, p: _Passes, imp: ImportanceConfig, h: HeadsConfig,
+             seed: int, metric: str) -> pd.DataFrame:
+    """The importance_heldout rows: per relation the costliest single head chosen on a seeded half of the
+    sentences and scored on the other (its interval: ``importance.bootstrap`` resamples of that half), beside
+    how many heads' drops pass the test adjusted across heads (``heads.alpha``) on all sentences."""
+    lh = p.n_layers * p.n_heads
+    single = dataclasses.replace(sums, hits=sums.hits[:lh], loss=sums.loss[:lh])
+    split = halves(sums.sentences, seed)
+    w = scoring_weights(split[1], sums.sentences, imp.bootstrap, seed + 1)
+    one = importance[(importance["method"] == "ablation") & (importance["metric"] == f"{metric}_drop")]
+    passing = {str(rel): (int(t["p_adjusted"].notna().sum()), int((t["p_adjusted"] < h.alpha).sum()))
+               for rel, t in one.groupby("relation")}
+    return heldout_rows(single, groups, keep, p.n_heads, split, w, imp.ci, passing)
+
+
+def _headline(heldout: pd.DataFrame, accuracy: Optional[pd.DataFrame]) -> dict:
+    """The most important head per relation, chosen on one half and scored on the other, with its held-out
+    drop and (when known) its best attention accuracy."""
     out = {}
     acc = (accuracy.groupby(["relation", "layer", "head"])["accuracy"].max() if accuracy is not None
            else pd.Series(dtype=float))
-    for g in keep:
-        i = int(np.nanargmax(single[:, g]))
-        layer, head = divmod(i, n_heads)
-        rel = groups[g]
+    for r in heldout.itertuples(index=False):
+        rel, layer, head = str(r.relation), int(r.layer), int(r.head)
         out[f"most_important_{rel}"] = f"L{layer}H{head}"
-        out[f"most_important_{rel}_drop"] = float(single[i, g])
+        out[f"most_important_{rel}_drop"] = float(r.score)
+        out[f"most_important_{rel}_heads_passing"] = int(r.heads_passing)
         if (rel, layer, head) in acc.index:
             out[f"most_important_{rel}_attention_accuracy"] = float(acc.loc[(rel, layer, head)])
     return out
 
 
+RANDOM, RANDOM_MEAN = "random", "random_mean"  # the random orders' curves and the name of their mean curve
+
+
 def _pruning(imp: ImportanceConfig, seed: int, p: _Passes, accuracy: Optional[pd.DataFrame], want_gradient: bool,
-             keep, groups) -> pd.DataFrame:
-    """Scores of the pruning curves: every order's settings evaluated together."""
+             keep, groups, weights: np.ndarray) -> pd.DataFrame:
+    """Scores of the pruning curves (every order's settings evaluated together, each readout refitted per
+    point with ``importance.pruning_refit``), with intervals over the sentences of ``weights``."""
     n_layers, n_heads = p.n_layers, p.n_heads
     total = n_layers * n_heads
     counts = removed_counts(total, imp.pruning_step)
@@ -466,32 +518,35 @@ def _pruning(imp: ImportanceConfig, seed: int, p: _Passes, accuracy: Optional[pd
         orders.append(("attention", None, [int(i) for i in np.argsort(score, kind="stable")]))
     order_seeds = range(seed, seed + imp.pruning_seeds)
     for order_seed, order in zip(order_seeds, random_orders(total, order_seeds)):
-        orders.append(("random", order_seed, [int(i) for i in order]))
+        orders.append((RANDOM, order_seed, [int(i) for i in order]))
     settings = torch.cat([order_settings(o, counts, n_layers, n_heads) for _, _, o in orders])
-    sums = p.evaluate(settings)
-    n = sums.n.sum(0)
-    scores = sums.hits.sum(1) / np.maximum(n, 1)  # (A, G)
-    rows = []
-    for i, (name, order_seed, _) in enumerate(orders):
-        for j, c in enumerate(counts):
-            for g in keep:
-                rows.append({"order": name, "seed": order_seed, "fraction_removed": round(c / total, 4),
-                             "relation": groups[g], "heads_removed": c,
-                             "score": float(scores[i * len(counts) + j, g])})
-    return pd.DataFrame(rows)
+    sums = p.evaluate(settings, refit=imp.pruning_refit)
+    return pruning_rows([(name, s) for name, s, _ in orders], counts, sums, groups, keep, weights, imp.ci,
+                        RANDOM, RANDOM_MEAN)
 
 
 def _bend(prune: pd.DataFrame) -> dict:
     """Per order, the largest fraction of heads removed with the ``all`` score within 5 points of the
     unablated score; random orders: of the mean curve, and the band of single orders (their smallest and
-    largest such fraction), since the mean's fraction need not hold for any one order."""
+    largest such fraction), since the mean's fraction need not hold for any one order. Beside them the
+    all-heads-ablated floor and the room down to it: a 5-point margin is ``pruning_margin_share_of_room`` of it
+    (near 1, staying within 5 points is nearly automatic)."""
     out = {}
     t = prune[prune["relation"] == schema.ALL]
     for order, s in t.groupby("order"):
-        out[f"prunable_fraction_{order}"] = _within_5_points(s.groupby("fraction_removed")["score"].mean())
-        if order == "random":
+        if order == RANDOM:
             each = [_within_5_points(o.set_index("fraction_removed")["score"]) for _, o in s.groupby("seed")]
             out["prunable_fraction_random_min"], out["prunable_fraction_random_max"] = min(each), max(each)
+            out["prunable_fraction_random_each"] = each
+            if (t["order"] == RANDOM_MEAN).any():
+                continue
+        name = RANDOM if order == RANDOM_MEAN else order
+        out[f"prunable_fraction_{name}"] = _within_5_points(s.groupby("fraction_removed")["score"].mean())
+    if len(t):
+        curve = t.groupby("fraction_removed")["score"]
+        clean, floor = float(curve.mean().iloc[0]), float(curve.mean().iloc[-1])
+        out.update(pruning_floor=floor, pruning_room=clean - floor,
+                   pruning_margin_share_of_room=0.05 / (clean - floor) if clean > floor else None)
     return out
 
 
@@ -538,15 +593,22 @@ def _console(metrics: dict, metric: str, sizes: str) -> str:
              + (f" (trivial baselines: {', '.join(f'{k} {v:.3f}' for k, v in base.items())}; "
                 + ("beats them" if metrics.get("readout_beats_baselines") else "does NOT beat them")
                 + " by the margin)" if base else "")]
+    if any(k.startswith("most_important_") for k in metrics):
+        lines.append("  costliest head per relation, chosen on half the sentences; drop on the other half; heads "
+                     "whose drop passes the test adjusted across heads")
     for k, v in metrics.items():
         if k.startswith("most_important_") and isinstance(v, str):
             rel = k[len("most_important_"):]
             acc = metrics.get(f"{k}_attention_accuracy")
-            lines.append(f"  {rel:<12} {v:<6} drop {metrics[k + '_drop']:+.4f}"
+            lines.append(f"  {rel:<12} {v:<6} drop {metrics[k + '_drop']:+.4f}  "
+                         f"{metrics[k + '_heads_passing']} heads pass"
                          + (f"  attention accuracy {acc:.3f}" if acc is not None else ""))
     for k, v in metrics.items():
-        if k.startswith("prunable_fraction_"):
+        if k.startswith("prunable_fraction_") and not isinstance(v, list):
             lines.append(f"  {k}: {v:.2f}")
+    if metrics.get("pruning_floor") is not None:
+        lines.append(f"  all heads ablated: {metrics['pruning_floor']:.4f} ({metrics['pruning_room']:+.4f} below "
+                     "unablated)")
     return "\n".join(lines)
 
 
