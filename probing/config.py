@@ -482,6 +482,13 @@ class ProbeConfig(SplitSettings, BootstrapSettings):
     negatives_per_positive: int = 1  # edge probe
     negatives: Negatives = Negatives.uniform  # edge probe: uniform or distance_matched non-arcs
     mdl: bool = False  # relation, edge: also the online codelength (Voita and Titov 2020) of task and control
+    # mdl: the share of the items before a block held out (seeded) to stop that block's probe early
+    mdl_validation_fraction: float = 0.1
+    mdl_lr: float = 1e-3  # mdl: Adam's learning rate of a block's probe (halved when the held-out loss does not fall)
+    mdl_batch_size: int = 256  # mdl: training items a step of a block's probe
+    mdl_max_epochs: int = 40  # mdl: at most this many passes of a block's probe over its training items
+    # mdl: epochs without a held-out cross-entropy fall of 0.001 nats an item before a block's probe stops
+    mdl_patience: int = 5
     rank: Optional[int] = None  # distance, depth: rank of the probe's map B (None: the vectors' dimension)
     # distance, depth: each word is represented by the vector of the word this many positions away (clamped
     # to the sentence's words); with probe.features=hidden, a positional control for head vectors (a head that

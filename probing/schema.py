@@ -85,8 +85,13 @@ ARC_WEIGHTS = _t("arc_weights", PROBE_IDENT + ("feature",), ("weight",), "arc pr
 ARC_UAS_BY_RELATION = _t("arc_uas_by_relation", PROBE_IDENT + ("relation",), ("n", "uas"),
                          "arc probe: UAS per relation")
 EDGE_WEIGHTS = _t("edge_weights", PROBE_IDENT + ("feature",), ("weight",), "edge probe: coefficients")
-MDL_BLOCKS = _t("mdl_blocks", PROBE_IDENT + ("labels", "block"), ("start", "end", "train_items", "bits"),
-                "relation / edge probe with probe.mdl: the online code's blocks (labels task or control)")
+MDL_BLOCKS = _t("mdl_blocks", PROBE_IDENT + ("labels", "block"),
+                ("start", "end", "train_items", "validation_items", "epochs", "bits", "new_type_items",
+                 "new_type_bits"),
+                "relation / edge probe with probe.mdl: the online code's blocks (labels task or control): the "
+                "items a block's probe trained on and those of the transmitted prefix that stopped it, the epoch "
+                "whose weights coded the block; relation: the block's arcs whose dependent word type no earlier "
+                "arc had, and their bits")
 STRUCTURAL_BY_LENGTH = _t("structural_by_length", PROBE_IDENT + ("metric", "length"), ("value",),
                           "distance / depth probe: DSpr / NSpr per sentence length (the headline averages 5-50)")
 INSPECT = _t("inspect", ("measure", "sentence", "sentence_id", LAYER, HEAD, "query"),

@@ -24,7 +24,7 @@ from probing.probes.control import control_edges
 from probing.probes.data import ProbeResult, ProbeSplit, punct_tags
 from probing.probes.features import HeadSelection, pair_features
 from probing.probes.margins import AucMargin, margin_metrics
-from probing.probes.mdl import mdl_metrics
+from probing.probes.mdl import MdlSettings, mdl_metrics
 from probing.probes.pairs import Words, gold_arcs
 from probing.probes.relation import fit_quietly, make_classifier
 
@@ -160,6 +160,6 @@ def run_edge(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelection, s
     metrics["objective"] = metrics["roc_auc"]
     tables = {"edge_weights": pd.DataFrame({"feature": names, "weight": model[-1].coef_[0]})}
     if pcfg.mdl:  # online codes of the training pairs' labels
-        mdl, tables["mdl_blocks"] = mdl_metrics(lambda: make_classifier(pcfg, seed), Xtr, ytr, ctr, seed)
+        mdl, tables["mdl_blocks"] = mdl_metrics(MdlSettings.of(pcfg), Xtr, ytr, ctr, seed)
         metrics.update(mdl)
     return ProbeResult(metrics, tables, terms)

@@ -25,7 +25,7 @@ from probing.probes.control import control_relations
 from probing.probes.data import ProbeResult, ProbeSplit, punct_tags
 from probing.probes.features import HeadSelection, pair_features
 from probing.probes.margins import accuracy_margin_terms, margin_metrics
-from probing.probes.mdl import mdl_metrics
+from probing.probes.mdl import MdlSettings, mdl_metrics
 from probing.probes.pairs import Words, gold_arcs
 
 
@@ -118,7 +118,7 @@ def run_relation(pcfg: Any, train: ProbeSplit, ev: ProbeSplit, sel: HeadSelectio
         metrics["selectivity"] = metrics["accuracy"] - metrics["control_accuracy"]
         metrics["control_converged"] = cconv
     if pcfg.mdl:  # online codes of the training arcs' labels
-        mdl, tables["mdl_blocks"] = mdl_metrics(lambda: make_classifier(pcfg, seed), Xtr, ytr, ctr, seed)
+        mdl, tables["mdl_blocks"] = mdl_metrics(MdlSettings.of(pcfg), Xtr, ytr, ctr, seed, tr.word)
         metrics.update(mdl)
     metrics["objective"] = metrics["accuracy"]
     coef = model[-1].coef_
