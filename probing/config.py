@@ -105,6 +105,7 @@ class TaskName(Choice):
     probe = "probe"
     inspect = "inspect"
     importance = "importance"
+    patching = "patching"
     merge = "merge"
 
 
@@ -214,6 +215,40 @@ class Detector(Choice):
     punctuation = "punctuation"
     duplicate = "duplicate"
     induction = "induction"
+
+
+class PairKind(Choice):
+    """The minimal pairs the grammar builds (:mod:`probing.corpus.minimal_pairs`): subject-verb number simple
+    (``agreement``), across a prepositional-phrase attractor (``agreement_pp``), across an object relative clause
+    (``agreement_relative``); determiner-noun number (``determiner``); reflexive number (``reflexive``)."""
+
+    agreement = "agreement"
+    agreement_pp = "agreement_pp"
+    agreement_relative = "agreement_relative"
+    determiner = "determiner"
+    reflexive = "reflexive"
+
+
+class PatchPosition(Choice):
+    """Where a patch is put: every piece (``all``), or the pieces of one word of the pair: ``target`` (an
+    encoder's masked target; for a decoder the word before it, whose logits predict it), ``cue`` (the word whose
+    number flips), ``subject`` (the target's subject), ``attractor`` (a noun between them)."""
+
+    all = "all"
+    target = "target"
+    cue = "cue"
+    subject = "subject"
+    attractor = "attractor"
+
+
+class PatchReadout(Choice):
+    """What a patch is scored by: ``logits`` (a causal LM's logit of the good word minus the bad one's), ``probe``
+    (frozen probes reading the cue's number at the masked target, for encoders without an LM head), ``auto``
+    (logits where the checkpoint has a causal-LM head, else probe)."""
+
+    auto = "auto"
+    logits = "logits"
+    probe = "probe"
 
 
 class StoreDtype(Choice):
@@ -566,6 +601,39 @@ class ImportanceConfig(SplitSettings, BootstrapSettings):
 
 
 @dataclass
+class PatchingConfig(BootstrapSettings):
+    """``task=patching``: what heads cause. Each head's output (and each layer's input) is copied from the corrupt
+    side of a minimal pair into the clean side, at every piece and at named words; the normalised effect is 0 for
+    the clean run and 1 for the corrupt one, with bootstrap intervals over pairs and tests adjusted across heads.
+    Attribution patching beside it; the top heads chosen on one half of the pairs and scored on the other; the
+    atlas sets each head's effect beside where it looks on the pairs' own arcs."""
+
+    # the grammar's pairs (patching.pairs_file unset)
+    kinds: List[PairKind] = field(default_factory=lambda: [PairKind.agreement, PairKind.agreement_pp,
+                                                            PairKind.agreement_relative])
+    n_pairs: int = 200  # pairs drawn from the grammar (seeded by the run's seed)
+    pairs_file: Optional[str] = None  # a .jsonl or .csv file of the user's pairs instead of the grammar's
+    strict: bool = True  # a pair file's pair that does not align stops the run (false: skipped and counted)
+    # where patches are put (a pair without that word counts in none of its rows)
+    positions: List[PatchPosition] = field(default_factory=lambda: [PatchPosition.all, PatchPosition.target,
+                                                                     PatchPosition.cue, PatchPosition.attractor])
+    readout: PatchReadout = PatchReadout.auto  # logits, probe, or auto (logits where there is a causal-LM head)
+    probe_pairs: int = 400  # probe readout: held-out grammar pairs (both sides) each probe trains on
+    readout_seeds: int = 3  # probe readout: probes trained on different held-out pairs, effects averaged
+    C: float = 1.0  # probe readout: inverse L2 strength of the logistic regression
+    max_iter: int = 1000  # probe readout: the solver's most iterations
+    residual: bool = True  # also patch each layer's input (the residual stream) at each position
+    attribution: bool = True  # attribution patching: gradient x (corrupt - clean) head outputs, beside the exact
+    top_k: int = 5  # heads chosen by effect on one half of the pairs and scored on the other
+    multiplicity: Multiplicity = Multiplicity.bh  # how the heads' p-values are adjusted (per position)
+    alpha: float = 0.05  # the level of the adjusted tests (a head "matters")
+    batch_size: int = 32  # pairs per forward pass
+    max_batch_tokens: int = 4096  # pieces x pairs per batch, before replication
+    replicas: int = 12  # patches run together in one replicated pass
+    figures: bool = True  # write the run's PNG figures
+
+
+@dataclass
 class LoggerConfig:
     """Experiment tracker: ``none`` or ``wandb`` (one run per Hydra job, grouped by experiment / sweep)."""
 
@@ -607,6 +675,7 @@ class RunConfig:
     probe: Optional[ProbeConfig] = None
     inspect: Optional[InspectConfig] = None
     importance: Optional[ImportanceConfig] = None
+    patching: Optional[PatchingConfig] = None
     report: Optional[ReportConfig] = None
 
 
@@ -617,9 +686,10 @@ TASK_SECTIONS: dict[TaskName, tuple[str, ...]] = {
     TaskName.probe: ("probe",),
     TaskName.inspect: ("inspect",),
     TaskName.importance: ("importance", "heads", "report"),
+    TaskName.patching: ("patching", "report"),
     TaskName.merge: ("heads",),  # heads: the settings of what extract.keep_maps=false kept
 }
-OPTIONAL_SECTIONS = ("heads", "probe", "inspect", "importance", "report")
+OPTIONAL_SECTIONS = ("heads", "probe", "inspect", "importance", "patching", "report")
 # One line per task for ``probing --help``.
 TASK_SUMMARY: dict[TaskName, str] = {
     TaskName.extract: "build (or find) the stores of a corpus (maps and vectors) and say what they hold",
@@ -630,6 +700,8 @@ TASK_SUMMARY: dict[TaskName, str] = {
     TaskName.inspect: "the sentences of data (text=\"...\": one sentence), every head: where each word looks",
     TaskName.importance: "ablate every head against a frozen readout (importance.readout=relation|attachment|embedding|"
                          "mlm), gradient importance, pruning curves",
+    TaskName.patching: "what heads cause: each head's output patched from the corrupt side of minimal pairs "
+                       "into the clean side (activation, residual, attribution), beside where it looks",
     TaskName.merge: "make the stores of a corpus extracted in parts (extract.partition) whole, each part checked "
                     "against the store's fingerprint; the model is not loaded",
 }

@@ -139,6 +139,28 @@ SWEEP = _t("sweep", ("job", "task", "probe", "model", "data", "measure", LAYER, 
 FAILED_JOBS = _t("failed_jobs", ("job", "job_dir"), (), "probing-collect: jobs without metrics.json, and why")
 
 
+PATCHING_KEYS = ("model", "pairs", "readout")
+_EFFECT = ("n_pairs", "effect", "effect_ci_low", "effect_ci_high", "p", "p_adjusted")
+PATCHING = _t("patching", PATCHING_KEYS + ("position", LAYER, HEAD), _EFFECT + ("effect_seed_sd", "attribution"),
+              "task=patching: each head's output copied from the corrupt side of the pairs into the clean side at a "
+              "position (all pieces, or one named word of each pair that has it: n_pairs); effect: (mean patched - "
+              "mean clean) / (mean corrupt - mean clean) of the readout's metric, 0 clean, 1 corrupt, averaged over "
+              "readout seeds (effect_seed_sd their sd); interval and two-sided p-value by resampling pairs, adjusted "
+              "across the heads of a position (patching.multiplicity); attribution: the same ratio of gradient x "
+              "(corrupt - clean) estimates")
+PATCHING_RESIDUAL = _t("patching_residual", PATCHING_KEYS + ("position", LAYER), _EFFECT,
+                       "task=patching: each layer's input (the residual stream) patched at a position, as patching")
+PATCHING_TOP = _t("patching_top", PATCHING_KEYS + ("rank",), (LAYER, HEAD, "chosen_effect") + _EFFECT,
+                  "task=patching: the top heads by effect at every piece on a seeded half of the pairs (chosen_effect) "
+                  "and their effect on the other half, p-values adjusted across them")
+PATCHING_ATLAS = _t("patching_atlas", PATCHING_KEYS + (LAYER, HEAD),
+                    ("attention_accuracy", "attention_ci_low", "attention_ci_high", "offset_baseline", "points",
+                     "effect", "effect_ci_low", "effect_ci_high", "p_adjusted", "matters", "quadrant"),
+                    "task=patching: on the scored half of the pairs, how often each head's largest attention from the "
+                    "target goes to the cue (the pairs' own arcs, whole clean sentences) beside the offset baseline "
+                    "chosen on the other half (points: the difference's interval above 0), and its effect at every "
+                    "piece (matters: p_adjusted < patching.alpha and effect > 0)")
+
 # ---- probes --------------------------------------------------------------------------------------------
 # The metric each probe reports as its headline (``metrics.json`` -> ``objective``, the dashboard's score).
 PROBE_HEADLINE: dict[ProbeKind, str] = {ProbeKind.relation: "accuracy", ProbeKind.arc: "uas",

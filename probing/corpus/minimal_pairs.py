@@ -9,7 +9,7 @@ restricted to: ``target``; ``cue``, the word whose number flips (the subject, th
 ``subject``, the target's subject where it is another word; ``attractor``, a noun of its own number between cue
 and target. ``label`` is the clean side's feature value.
 
-The kinds (:class:`PairKind`): subject-verb number, simple (``The dog sleeps``), across a prepositional-phrase
+The kinds (:class:`~probing.config.PairKind`): subject-verb number, simple (``The dog sleeps``), across a prepositional-phrase
 attractor (``The dog near the cats sleeps``), across an object relative clause (``The dog that the cats saw
 sleeps``); determiner-noun number (``This dog slept`` against ``These dogs slept``); reflexive number (``The man
 saw himself``). Verbs inside attractors are past tense, so the only agreeing word is the target.
@@ -19,23 +19,10 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import Sequence
 
+from probing.config import PairKind
 from probing.corpus.sentence import Sentence
-
-
-class PairKind(str, Enum):
-    """The minimal pairs the grammar builds (see the module docstring)."""
-
-    agreement = "agreement"
-    agreement_pp = "agreement_pp"
-    agreement_relative = "agreement_relative"
-    determiner = "determiner"
-    reflexive = "reflexive"
-
-    def __str__(self) -> str:
-        return str(self.value)
 
 
 SINGULAR, PLURAL = "singular", "plural"

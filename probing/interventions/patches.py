@@ -63,14 +63,10 @@ def patched(model: nn.Module, source: Sequence[torch.Tensor], gates: torch.Tenso
 @dataclass
 class ContextProbe:
     """One layer's context vectors ``clean (B, T, D)`` as the pass saw them, and a zero added to them that
-    requires a gradient: after a backward pass :attr:`grad` is the readout's gradient with respect to them."""
+    requires a gradient: a readout's gradient with respect to ``zero`` is its gradient with respect to them."""
 
     clean: torch.Tensor
     zero: torch.Tensor
-
-    @property
-    def grad(self) -> torch.Tensor:
-        return self.zero.grad if self.zero.grad is not None else torch.zeros_like(self.zero)
 
 
 @contextmanager

@@ -19,14 +19,15 @@ from probing.interventions.gates import LayerCache, num_heads
 from probing.interventions.patches import context_probes, frozen, patched
 from probing.patching.batches import PairBatch
 
-Readout = Callable[[torch.Tensor, PairBatch], torch.Tensor]  # hidden (R·B, T, D) -> metric (R, B)
+Readout = Callable[[torch.Tensor, PairBatch], torch.Tensor]  # hidden (R·B, T, D) -> metric (R, S, B)
 
 
 @dataclass(frozen=True)
 class PairMetrics:
-    """Metrics per pair (columns in the order of ``pairs``): ``clean``/``corrupt`` ``(N,)``; ``heads[position]``
-    ``(L, H, N)`` with that head patched there; ``residual[position]`` ``(L, N)`` with layer l's input patched
-    there; ``attribution[position]`` ``(L, H, N)`` the first-order estimate of ``heads`` minus ``clean``."""
+    """Metrics per readout and pair (``S`` readouts; pairs last, in the order of ``pairs``): ``clean``/``corrupt``
+    ``(S, N)``; ``heads[position]`` ``(L, H, S, N)`` with that head patched there; ``residual[position]``
+    ``(L, S, N)`` with layer l's input patched there; ``attribution[position]`` ``(L, H, S, N)`` the first-order
+    estimate of ``heads`` minus ``clean``."""
 
     pairs: np.ndarray
     clean: np.ndarray
@@ -38,10 +39,10 @@ class PairMetrics:
 
 def _layer_patches(cache: LayerCache, source: LayerCache, batch: PairBatch, readout: Readout, k: int,
                    names: Sequence[str], n_heads: int, replicas: int) -> dict:
-    """``{position: (H, B)}``: the metric with each head of layer k patched at each position."""
+    """``{position: (H, S, B)}``: the metrics with each head of layer k patched at each position."""
     model, n_layers = cache.model, len(cache.parts)
     combos = [(name, h) for name in names for h in range(n_heads)]
-    out = {name: torch.empty(n_heads, batch.size) for name in names}
+    out: dict = {name: [None] * n_heads for name in names}
     for a in range(0, len(combos), replicas):
         chunk = combos[a:a + replicas]
         gates = torch.ones(len(chunk), n_layers, n_heads, device=cache.output.device)
@@ -52,12 +53,12 @@ def _layer_patches(cache: LayerCache, source: LayerCache, batch: PairBatch, read
             values = readout(cache.run_from(k, len(chunk)), batch).cpu()
         for r, (name, h) in enumerate(chunk):
             out[name][h] = values[r]
-    return out
+    return {name: torch.stack(v) for name, v in out.items()}
 
 
 def _residual_patches(cache: LayerCache, source: LayerCache, batch: PairBatch, readout: Readout, k: int,
                       names: Sequence[str]) -> dict:
-    """``{position: (B,)}``: the metric with layer k's input taken from ``source`` at each position."""
+    """``{position: (S, B)}``: the metrics with layer k's input taken from ``source`` at each position."""
     masks = torch.stack([batch.masks[name] for name in names])[..., None]  # (R, B, T, 1)
     x, y = cache.hidden[k], source.hidden[k]
     start = (x[None] + masks.to(x.dtype) * (y - x)[None]).reshape(-1, *x.shape[1:])
@@ -82,11 +83,11 @@ def patch_metrics(model: torch.nn.Module, batches: Sequence[PairBatch], readout:
         per_layer = [_layer_patches(cache, source, batch, readout, k, names, n_heads, replicas)
                      for k in range(n_layers)]
         for n in names:
-            heads[n].append(torch.stack([p[n] for p in per_layer]))  # (L, H, B)
+            heads[n].append(torch.stack([p[n] for p in per_layer]))  # (L, H, S, B)
         if residual:
             per_layer_r = [_residual_patches(cache, source, batch, readout, k, names) for k in range(n_layers)]
             for n in names:
-                resid[n].append(torch.stack([p[n] for p in per_layer_r]))  # (L, B)
+                resid[n].append(torch.stack([p[n] for p in per_layer_r]))  # (L, S, B)
         if attribution:
             a = attribution_estimates(model, batch, readout, source.context, names)
             for n in names:
@@ -100,22 +101,26 @@ def patch_metrics(model: torch.nn.Module, batches: Sequence[PairBatch], readout:
 
 def attribution_estimates(model: torch.nn.Module, batch: PairBatch, readout: Readout,
                           corrupt_context: Sequence[torch.Tensor], names: Sequence[str]) -> dict:
-    """``{position: (L, H, B)}``: ``∂m/∂c · (c_corrupt − c_clean)`` summed over the position's pieces and each
-    head's slice, from one forward and one backward pass of the clean side (Nanda 2023's attribution patching,
-    per head)."""
+    """``{position: (L, H, S, B)}``: ``∂m/∂c · (c_corrupt − c_clean)`` summed over the position's pieces and each
+    head's slice, from one forward pass of the clean side and one backward pass a readout (Nanda 2023's
+    attribution patching, per head)."""
     n_heads = num_heads(model)
+    per_readout = []
     with frozen(model), torch.enable_grad(), context_probes(model) as probes:
         inputs = {**batch.clean, "use_cache": False} if getattr(model.config, "use_cache", False) else batch.clean
-        hidden = model(**inputs).last_hidden_state
-        readout(hidden, batch).sum().backward()
+        metric = readout(model(**inputs).last_hidden_state, batch)[0]  # (S, B)
+        for s in range(metric.shape[0]):
+            grads = torch.autograd.grad(metric[s].sum(), [p.zero for p in probes], retain_graph=True,
+                                        allow_unused=True)
+            per_readout.append([torch.zeros_like(p.zero) if g is None else g for g, p in zip(grads, probes)])
     out = {}
     for name in names:
-        mask = batch.masks[name][..., None, None]  # (B, T, 1, 1)
-        per_layer = []
+        mask = batch.masks[name][..., None, None].float()  # (B, T, 1, 1)
+        layers = []
         for k, probe in enumerate(probes):
-            b, t, d = probe.grad.shape
-            diff = (corrupt_context[k] - probe.clean).float()
-            prod = (probe.grad.float() * diff).view(b, t, n_heads, d // n_heads)
-            per_layer.append((prod * mask).sum((1, 3)).T.cpu())  # (H, B)
-        out[name] = torch.stack(per_layer)
+            b, t, d = probe.clean.shape
+            diff = (corrupt_context[k] - probe.clean).float().view(b, t, n_heads, d // n_heads)
+            layers.append(torch.stack([((g[k].float().view(b, t, n_heads, -1) * diff) * mask).sum((1, 3)).T
+                                       for g in per_readout], 1).cpu())  # (H, S, B)
+        out[name] = torch.stack(layers)
     return out

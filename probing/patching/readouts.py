@@ -1,6 +1,9 @@
 """What a patch is scored by, per pair, from the last hidden state: a metric that is positive where the model
 (or the probe) sides with the clean sentence.
 
+Each readout gives ``(R, S, B)``: replicas, readouts (one a probe's training seed; 1 for a model's logits) and
+pairs.
+
 - :class:`LogitDiff` (decoders): the causal-LM head's logit of the good word minus that of the bad one (their first
   pieces) at the read piece, ``h · (W_good − W_bad)`` (plus the biases' difference).
 - :class:`ProbeDiff` (encoders without an LM head): a frozen logistic-regression probe's log-odds of the clean
@@ -36,28 +39,30 @@ class LogitDiff:
         self.bias = None if bias is None else bias.detach()
 
     def __call__(self, hidden: torch.Tensor, batch: PairBatch) -> torch.Tensor:
-        """``(R, B)`` metrics (differentiable in ``hidden``)."""
+        """``(R, 1, B)`` metrics (differentiable in ``hidden``)."""
         h = read_vectors(hidden, batch).float()
         w = (self.weight[batch.good] - self.weight[batch.bad]).float()  # (B, D)
         m = (h * w[None]).sum(-1)
         if self.bias is not None:
             m = m + (self.bias[batch.good] - self.bias[batch.bad]).float()[None]
-        return m
+        return m[:, None]
 
 
 @dataclass(frozen=True)
 class ProbeDiff:
-    """The probe's signed log-odds (module docstring): ``weight (D,)``, ``bias``, and ``sign`` per pair (+1 where
-    the clean label is the probe's positive class), indexed by :attr:`PairBatch.pairs`."""
+    """The probes' signed log-odds (module docstring), one probe a training seed: ``weight (S, D)``, ``bias (S,)``,
+    and ``sign (S, N)`` per pair (+1 where the clean label is that probe's positive class), indexed by
+    :attr:`PairBatch.pairs`."""
 
     weight: torch.Tensor
-    bias: float
+    bias: torch.Tensor
     sign: torch.Tensor
 
     def __call__(self, hidden: torch.Tensor, batch: PairBatch) -> torch.Tensor:
-        h = read_vectors(hidden, batch).float()
-        logit = h @ self.weight.to(h.device) + self.bias
-        return logit * self.sign.to(h.device)[torch.as_tensor(batch.pairs, device=h.device)][None]
+        """``(R, S, B)`` metrics (differentiable in ``hidden``)."""
+        h = read_vectors(hidden, batch).float()  # (R, B, D)
+        logit = torch.einsum("rbd,sd->rsb", h, self.weight.to(h.device)) + self.bias.to(h.device)[None, :, None]
+        return logit * self.sign.to(h.device)[:, torch.as_tensor(batch.pairs, device=h.device)][None]
 
 
 def fit_probe(vectors: np.ndarray, labels: Sequence[str], C: float, max_iter: int, seed: int

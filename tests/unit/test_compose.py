@@ -55,7 +55,7 @@ def test_the_probe_group_comes_with_task_probe():
     (["task=probe", "probe.C=0.5"], "unknown config key 'probe.C'; did you mean probe.linear.C?"),
     (["task=probe", "probe.regimen.lr=0.1"], "probe.regimen.lr: probe.regimen is not part of this run's config (it "
                                              "comes with probe=depth or probe=distance)"),
-    (["task=head"], "task=head: no such option (choose from extract, heads, importance, inspect, merge, probe); "
+    (["task=head"], "task=head: no such option (choose from extract, heads, importance, inspect, merge, patching, probe); "
                     "did you mean task=heads?"),
     (["logger=wandb_offline"], "logger=wandb_offline: no such option (choose from none, wandb); did you mean "
                                "logger=wandb?"),
@@ -126,7 +126,7 @@ def test_the_command_line_prints_one_line_and_exits_2():
                          text=True, timeout=120)
     assert got.returncode == 2 and got.stdout == ""
     assert got.stderr.strip().splitlines() == ["error: task=head: no such option (choose from extract, heads, "
-                                               "importance, inspect, merge, probe); did you mean task=heads?"]
+                                               "importance, inspect, merge, patching, probe); did you mean task=heads?"]
     shown = subprocess.run([sys.executable, "-m", "probing.cli", "--help"], cwd=ROOT, capture_output=True,
                            text=True, timeout=120)
     assert shown.returncode == 0 and shown.stdout.strip() == help_text()

@@ -73,7 +73,7 @@ def test_a_head_patched_with_its_own_clean_output_changes_nothing(model):
         gates[torch.arange(h), k, torch.arange(h)] = 0
         with patched(model, clean.context, gates, batch.masks[ALL][None].expand(h, -1, -1)):
             got = readout(clean.run_from(k, h), batch)
-        torch.testing.assert_close(got, readout(clean.output, batch)[0].expand(h, -1), atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(got, readout(clean.output, batch)[0].expand(h, -1, -1), atol=1e-5, rtol=1e-5)
 
 
 def _naive(model, batch, readout, layer, head, mask):
