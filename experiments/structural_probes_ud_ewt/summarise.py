@@ -10,6 +10,7 @@ reads (each a sweep dir of numbered jobs, or one run dir; a missing one leaves i
   subsample costs);
 - ``heads``, ``heads_dev``: ``probe=distance probe.features=heads`` for each of the 72 heads, EWT test and dev;
 - ``heads_offset``: the same on test with ``probe.word_offset=-1,1`` (each word read as its neighbour's vector);
+- ``heads_offset_dev``: the same scored on EWT dev (the split the control's offset is chosen on);
 - ``heads_random``: the head grid of the random-init model, EWT test;
 - ``attention_test``, ``attention_test_random``: ``task=heads`` on EWT test (attention accuracy per head);
 - ``mdl``: ``probe=relation probe.features=hidden probe.mdl=true`` per layer.
@@ -146,6 +147,51 @@ def rho_interval(x: np.ndarray, y: np.ndarray, groups: np.ndarray | None = None,
     boot = np.array([stat(d) for d in draws])
     lo, hi = np.nanpercentile(boot, [2.5, 97.5])
     return stat(every), float(lo), float(hi)
+
+
+def _pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Pearson's r of each row pair of ``a`` and ``b`` (NaN where a row is constant)."""
+    a, b = a - a.mean(axis=-1, keepdims=True), b - b.mean(axis=-1, keepdims=True)
+    den = np.sqrt((a ** 2).sum(axis=-1) * (b ** 2).sum(axis=-1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(den > 0, (a * b).sum(axis=-1) / np.where(den > 0, den, 1.0), np.nan)
+
+
+def partial_spearman(x: np.ndarray, y: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """Spearman's partial correlation of x and y given z along the last axis: the partial Pearson
+    correlation of their mean ranks, (r_xy - r_xz r_yz) / sqrt((1 - r_xz^2)(1 - r_yz^2))."""
+    rx, ry, rz = (rankdata(np.asarray(a, float), axis=-1) for a in (x, y, z))
+    rxy, rxz, ryz = _pearson_rows(rx, ry), _pearson_rows(rx, rz), _pearson_rows(ry, rz)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return (rxy - rxz * ryz) / np.sqrt((1 - rxz ** 2) * (1 - ryz ** 2))
+
+
+def partial_rho_interval(x: np.ndarray, y: np.ndarray, z: np.ndarray, groups: np.ndarray | None = None,
+                         n: int = HEAD_RESAMPLES, seed: int = SEED) -> tuple[float, float, float]:
+    """:func:`partial_spearman` of x and y given z with the 95% percentile interval over ``n`` resamples of
+    the heads (with replacement). With ``groups``: the mean of the within-group partial correlations, heads
+    resampled within their group."""
+    x, y, z = (np.asarray(a, float) for a in (x, y, z))
+    rng = np.random.default_rng(seed)
+    if groups is None:
+        parts = [np.arange(len(x))]
+    else:
+        parts = [np.flatnonzero(groups == g) for g in np.unique(groups)]
+
+    def stat(draws: list[np.ndarray]) -> np.ndarray:  # draws: per group, (B, size) indices
+        return np.nanmean(np.stack([partial_spearman(x[d], y[d], z[d]) for d in draws]), axis=0)
+
+    point = float(stat([m[None, :] for m in parts])[0])
+    boot = stat([m[rng.integers(0, len(m), (n, len(m)))] for m in parts])
+    lo, hi = np.nanpercentile(boot, [2.5, 97.5])
+    return point, float(lo), float(hi)
+
+
+def rank_residuals(x: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """The ranks of x less their least-squares line on the ranks of z (what a partial Spearman correlates)."""
+    rx, rz = rankdata(x), rankdata(z)
+    slope, icept = np.polyfit(rz, rx, 1)
+    return rx - (slope * rz + icept)
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
@@ -288,27 +334,42 @@ def grid(df: pd.DataFrame, value: str = "uuas") -> pd.DataFrame:
     return df.pivot(index="layer", columns="head", values=value).sort_index().sort_index(axis=1)
 
 
+def positional_control(offset: pd.DataFrame, offset_dev: pd.DataFrame) -> pd.DataFrame:
+    """Per head, the positional control: the offset (-1 or +1; a tie: -1) whose probe scores the higher UUAS
+    on EWT dev, with that offset's test UUAS and interval (``control``, ``control_lo``, ``control_hi``,
+    ``control_offset``), and the offset that scores higher on test (``test_better_offset``, for comparison
+    only)."""
+    keys = ["layer", "head"]
+
+    def wide(df: pd.DataFrame, cols: list[str]) -> pd.DataFrame:
+        df = df.astype({"layer": int, "head": int, "offset": int})
+        return df.pivot_table(index=keys, columns="offset", values=cols)
+
+    t, d = wide(offset, ["uuas", "uuas_lo", "uuas_hi"]), wide(offset_dev, ["uuas"]).reindex(
+        wide(offset, ["uuas"]).index)
+    pick = np.where(d[("uuas", 1)] > d[("uuas", -1)], 1, -1)
+    out = pd.DataFrame({"control_offset": pick}, index=t.index)
+    for c, src in (("control", "uuas"), ("control_lo", "uuas_lo"), ("control_hi", "uuas_hi")):
+        out[c] = np.where(pick == 1, t[(src, 1)], t[(src, -1)])
+    out["test_better_offset"] = np.where(t[("uuas", 1)] > t[("uuas", -1)], 1, -1)
+    return out.reset_index()
+
+
 def heads_section(heads: pd.DataFrame, dev: pd.DataFrame | None, offset: pd.DataFrame | None,
-                  random: pd.DataFrame | None, attn: pd.DataFrame | None, attn_random: pd.DataFrame | None,
-                  linear: dict | None, out: Path) -> list[str]:
+                  offset_dev: pd.DataFrame | None, random: pd.DataFrame | None, attn: pd.DataFrame | None,
+                  attn_random: pd.DataFrame | None, linear: dict | None, out: Path) -> list[str]:
     note = subsample_note(heads)
     keys = ["layer", "head"]
     h = heads[["layer", "head", "uuas", "uuas_lo", "uuas_hi", "uuas_sd", "dspr"]].astype({"layer": int, "head": int})
     md = [f"## Heads: a distance probe on each head's 32-d context vectors (EWT test; {note})\n",
           "Head (L, h) writes into hidden layer L + 1. Each UUAS: mean of the seeds [95% bootstrap interval over "
           "test sentences].\n"]
-    if offset is not None and len(offset):
-        o = offset.astype({"layer": int, "head": int})
-        for off in (-1, 1):
-            s = o[o.offset == off][keys + ["uuas", "uuas_lo", "uuas_hi"]]
-            h = h.merge(s.rename(columns={c: f"{c}_{'m' if off < 0 else 'p'}1" for c in ("uuas", "uuas_lo", "uuas_hi")}),
-                        on=keys, how="left")
-        m1 = (h.uuas_m1 >= h.uuas_p1) | h.uuas_p1.isna()
-        h["control"] = np.where(m1, h.uuas_m1, h.uuas_p1)
-        h["control_lo"] = np.where(m1, h.uuas_lo_m1, h.uuas_lo_p1)
-        h["control_hi"] = np.where(m1, h.uuas_hi_m1, h.uuas_hi_p1)
-        h["control_offset"] = np.where(m1, -1, 1)
+    if offset is not None and len(offset) and offset_dev is not None and len(offset_dev):
+        h = h.merge(positional_control(offset, offset_dev), on=keys, how="left")
         h["margin"] = h.uuas - h.control
+    elif offset is not None and len(offset):
+        print("heads_offset_dev is missing: the positional control's offset is chosen on dev only, so the "
+              "control is left out")
     if random is not None and len(random):
         r = random.astype({"layer": int, "head": int})[keys + ["uuas", "uuas_lo", "uuas_hi"]]
         h = h.merge(r.rename(columns={"uuas": "random", "uuas_lo": "random_lo", "uuas_hi": "random_hi"}),
@@ -323,7 +384,7 @@ def heads_section(heads: pd.DataFrame, dev: pd.DataFrame | None, offset: pd.Data
     rows = [{"grid": "trained heads", "median UUAS": h.uuas.median(), "max UUAS": h.uuas.max(),
              "heads above the linear chain": int((h.uuas_lo > linear["uuas"][2]).sum()) if linear else ""}]
     if "control" in h:
-        rows.append({"grid": "positional control (better of offsets -1, +1)", "median UUAS": h.control.median(),
+        rows.append({"grid": "positional control (offset -1 or +1, chosen on dev)", "median UUAS": h.control.median(),
                      "max UUAS": h.control.max(),
                      "heads above the linear chain": int((h.control_lo > linear["uuas"][2]).sum()) if linear else ""})
     if "random" in h:
@@ -335,11 +396,14 @@ def heads_section(heads: pd.DataFrame, dev: pd.DataFrame | None, offset: pd.Data
     if "control" in h:
         beat = h.uuas_lo > h.control_hi
         below = h.uuas_hi < h.control_lo
+        agree = int((h.control_offset == h.test_better_offset).sum())
         md.append(f"Against its own positional control (the same head's vectors read one word to the left or right, "
-                  f"the better of the two): {int(beat.sum())} of {len(h)} heads have their interval wholly above the "
-                  f"control's, {int(below.sum())} wholly below; median margin {h.margin.median():+.3f} (min "
-                  f"{h.margin.min():+.3f}, max {h.margin.max():+.3f}). The control's better offset is -1 for "
-                  f"{int((h.control_offset == -1).sum())} heads, +1 for {int((h.control_offset == 1).sum())}.\n")
+                  f"the offset whose probe scores higher on EWT dev, scored on test): {int(beat.sum())} of {len(h)} "
+                  f"heads have their interval wholly above the control's, {int(below.sum())} wholly below; median "
+                  f"margin {h.margin.median():+.3f} (min {h.margin.min():+.3f}, max {h.margin.max():+.3f}). The "
+                  f"offset chosen on dev is -1 for {int((h.control_offset == -1).sum())} heads, +1 for "
+                  f"{int((h.control_offset == 1).sum())}; it is the one that scores higher on test for {agree} of "
+                  f"{len(h)}.\n")
     if "random" in h:
         md.append(f"Trained minus random-init, same head: median {np.median(h.uuas - h.random):+.3f}; "
                   f"{int((h.uuas_lo > h.random_hi).sum())} of {len(h)} trained heads have their interval wholly "
@@ -375,31 +439,39 @@ def heads_section(heads: pd.DataFrame, dev: pd.DataFrame | None, offset: pd.Data
     # the correlations with attention accuracy
     rho_rows = []
     if "attention" in h:
-        pairs = [("trained heads: UUAS", h.uuas, h.attention)]
+        pairs = [("trained heads: UUAS", h.uuas, h.attention, None)]
         if "control" in h:
-            pairs += [("positional control: UUAS of the neighbour's vectors", h.control, h.attention),
-                      ("trained heads: UUAS minus positional control", h.margin, h.attention)]
+            pairs += [("positional control: UUAS of the neighbour's vectors", h.control, h.attention, None),
+                      ("trained heads: UUAS, the positional control's UUAS held fixed (partial)", h.uuas,
+                       h.attention, h.control)]
         if "attention_random" in h:
             pairs.append(("random-init heads: UUAS (against their own attention accuracy)", h.random,
-                          h.attention_random))
-        for name, x, y in pairs:
-            ok = (x.notna() & y.notna()).to_numpy()
+                          h.attention_random, None))
+        for name, x, y, z in pairs:
+            ok = (x.notna() & y.notna() & (z.notna() if z is not None else True)).to_numpy()
             x, y, layer = x.to_numpy()[ok], y.to_numpy()[ok], h.layer.to_numpy()[ok]
-            r, lo, hi = rho_interval(x, y)
-            rw, lw, hw = rho_interval(x, y, groups=layer)
+            if z is None:
+                r, lo, hi = rho_interval(x, y)
+                rw, lw, hw = rho_interval(x, y, groups=layer)
+            else:
+                z = z.to_numpy()[ok]
+                r, lo, hi = partial_rho_interval(x, y, z)
+                rw, lw, hw = partial_rho_interval(x, y, z, groups=layer)
             rho_rows.append({"UUAS grid (x) against attention accuracy (y)": name, "heads": len(x),
                              "Spearman rho [95% CI]": ci(r, lo, hi, 2),
                              "mean within-layer rho [95% CI]": ci(rw, lw, hw, 2)})
         md += ["### Do heads that attend along arcs also write the tree?\n",
                "Attention accuracy: how often a word's most-attended word is its gold head (or dependent), "
-               "relation `all`, the better of the two directions, EWT test (`task=heads`). Intervals: 95% "
+               "relation `all`, the better of the two directions, EWT test (`task=heads`). The partial row is "
+               "Spearman's partial correlation of UUAS and attention accuracy given the positional control's UUAS "
+               "(the partial Pearson correlation of the three ranks). Intervals: 95% "
                f"percentile over {HEAD_RESAMPLES:,} resamples of the 72 heads (with replacement; within each "
                "layer for the within-layer mean of the six 12-head rhos); the eval sentences are not resampled.\n",
                markdown(pd.DataFrame(rho_rows)) + "\n"]
 
     # the full grids
     md.append("### The grids (rows: layer, columns: head)\n")
-    grids = [("UUAS, trained heads", "uuas"), ("positional control (better of offsets -1, +1)", "control"),
+    grids = [("UUAS, trained heads", "uuas"), ("positional control (offset chosen on dev)", "control"),
              ("UUAS, random-init heads", "random"), ("attention accuracy, trained", "attention"),
              ("attention accuracy, random init", "attention_random")]
     for title, col in grids:
@@ -432,13 +504,20 @@ def heads_figure(h: pd.DataFrame, rho_rows: list[dict], note: str, path: Path) -
     for ax in axes[0][len(maps):]:
         ax.axis("off")
     scat = [("uuas", "attention", "trained heads"), ("control", "attention", "positional control"),
-            ("margin", "attention", "UUAS minus positional control"),
+            ("partial", "attention", "partial, given the control"),
             ("random", "attention_random", "random-init heads")]
-    scat = [s for s in scat if s[0] in h and s[1] in h]
+    scat = [s for s in scat if (s[0] in h or (s[0] == "partial" and "control" in h)) and s[1] in h]
     for ax, (x, y, title), row in zip(axes[1], scat, rho_rows):
-        ax.scatter(h[y], h[x], s=14)
-        ax.set_xlabel("attention accuracy" + (" (random init)" if y == "attention_random" else ""))
-        ax.set_ylabel("UUAS" if x != "margin" else "UUAS - control")
+        if x == "partial":  # rank residuals on the control's ranks: what the partial correlation correlates
+            ok = h[["uuas", "attention", "control"]].notna().all(axis=1)
+            ax.scatter(rank_residuals(h.attention[ok], h.control[ok]), rank_residuals(h.uuas[ok], h.control[ok]),
+                       s=14)
+            ax.set_xlabel("rank of attention accuracy, less its fit on the control's rank")
+            ax.set_ylabel("rank of UUAS, less its fit on the control's rank")
+        else:
+            ax.scatter(h[y], h[x], s=14)
+            ax.set_xlabel("attention accuracy" + (" (random init)" if y == "attention_random" else ""))
+            ax.set_ylabel("UUAS")
         ax.set_title(f"{title}: rho = {row['Spearman rho [95% CI]']}", fontsize=9)
         ax.grid(alpha=0.3)
     for ax in axes[1][len(scat):]:
@@ -502,17 +581,31 @@ def mdl_section(mdl: pd.DataFrame, out: Path) -> list[str]:
     per = pd.DataFrame(per)
     best = int(per.loc[per.compression.map(np.mean).idxmax(), "layer"])
     b = read_table(Path(per[per.layer == best].dir.iloc[0]), "mdl_blocks")
-    blocks = b.pivot_table(index=["block", "start", "end", "train_items"], columns="labels", values="bits")
-    blocks = blocks.reset_index()
-    blocks["arcs in block"] = blocks.end - blocks.start
-    blocks["task bits per arc"] = blocks.task / blocks["arcs in block"]
-    blocks["control bits per arc"] = blocks.control / blocks["arcs in block"]
-    md += [f"Bits per arc of each block of the online code at layer {best} (the layer with the highest task "
-           "compression), first seed; block 0 is sent with the uniform code:\n",
-           markdown(blocks[["block", "train_items", "arcs in block", "task bits per arc", "control bits per arc"]]
-                    .rename(columns={"train_items": "arcs before the block"})) + "\n"]
+    md += [f"Each block of the online code at layer {best} (the layer with the highest task compression), first "
+           "seed. Block 0 is sent with the uniform code; each later block with a probe trained on the arcs "
+           "before it less a held-out part of them, whose cross-entropy chose the epoch kept (task / control). "
+           "New types: the block's arcs whose dependent word type no earlier arc had (the control label is a "
+           "function of that type), with the control's bits per arc on them and on the other arcs:\n",
+           markdown(block_table(b)) + "\n"]
     mdl_figure(per, out / "mdl.png", n_sent)
     return md
+
+
+def block_table(b: pd.DataFrame) -> pd.DataFrame:
+    """One row per block of an ``mdl_blocks`` table: the arcs before it (trained on + held out), the epochs
+    kept, bits per arc of task and control, the share of new dependent types and the control's bits per arc on
+    new and on seen types."""
+    t, c = (b[b["labels"] == lab].set_index("block") for lab in ("task", "control"))
+    n = c.end - c.start
+    seen = n - c.new_type_items
+    return pd.DataFrame({
+        "block": c.index, "arcs before": c.start, "held out": c.validation_items,
+        "epochs (task / control)": [f"{int(e)} / {int(f)}" for e, f in zip(t.epochs.reindex(c.index), c.epochs)],
+        "arcs in block": n, "task bits per arc": (t.bits / (t.end - t.start)).reindex(c.index),
+        "control bits per arc": c.bits / n, "new types": c.new_type_items / n,
+        "control bits per arc, new types": (c.new_type_bits / c.new_type_items.where(c.new_type_items > 0)),
+        "control bits per arc, seen types": ((c.bits - c.new_type_bits) / seen.where(seen > 0)),
+    }).reset_index(drop=True)
 
 
 def mdl_figure(per: pd.DataFrame, path: Path, n_sent: list[int]) -> None:
@@ -538,10 +631,10 @@ def mdl_figure(per: pd.DataFrame, path: Path, n_sent: list[int]) -> None:
         ax.set_xticks(range(7))
     best = int(per.loc[per.compression.map(np.mean).idxmax(), "layer"])
     b = read_table(Path(per[per.layer == best].dir.iloc[0]), "mdl_blocks")
-    b = b[b.train_items > 0]
+    b = b[b.start > 0]
     for labels, style in (("task", "-"), ("control", "--")):
         bb = b[b["labels"] == labels]
-        axes[2].plot(bb.train_items, bb.bits / (bb.end - bb.start), marker=".", linestyle=style,
+        axes[2].plot(bb.start, bb.bits / (bb.end - bb.start), marker=".", linestyle=style,
                      label="relation labels" if labels == "task" else "control task")
     axes[2].set_xscale("log")
     axes[2].set_xlabel(f"arcs before the block (layer {best}, first seed)")
@@ -558,6 +651,22 @@ def mdl_figure(per: pd.DataFrame, path: Path, n_sent: list[int]) -> None:
 
 
 # ------------------------------------------------------------------------------------------------------- main
+
+# results.md's sections in order: the start of each heading, and the run dir that writes it
+SECTIONS = {"layers": ("## Per hidden layer", "layers"), "heads": ("## Heads", "heads"), "mdl": ("## MDL", "mdl")}
+
+
+def previous_sections(path: Path) -> dict[str, list[str]]:
+    """The sections of an existing ``results.md`` by :data:`SECTIONS` key (each a one-element list of its
+    text), so a section whose runs are absent can be written again as it was."""
+    if not path.is_file():
+        return {}
+    text, out = path.read_text(), {}
+    starts = sorted((text.find("\n" + head) + 1, k) for k, (head, _) in SECTIONS.items() if "\n" + head in text)
+    for (start, k), (end, _) in zip(starts, starts[1:] + [(len(text) + 1, None)]):
+        out[k] = [text[start:end - 1].rstrip("\n") + "\n"]
+    return out
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -576,25 +685,34 @@ def main() -> None:
         return df if df is not None and len(df) else None
 
     linear = linear_baselines(args.data_dir, args.cache) if args.data_dir.is_dir() else None
-    md = ["# Structural probes and MDL on UD EWT: the tables\n",
-          "Written by `summarise.py` from the runs of the README's commands; every number the README quotes is "
-          "here.\n"]
+    kept = previous_sections(args.out / "results.md")
+    parts: dict[str, list[str]] = {}
     layers = load("layers")
     if layers is not None:
         full = [f for f in (load("full_train"), load("full_train_random")) if f is not None]
-        part, _ = layers_section(layers, load("layers_dev"), pd.concat(full, ignore_index=True) if full else None,
-                                 linear, args.out)
-        md += part
+        parts["layers"], _ = layers_section(layers, load("layers_dev"),
+                                            pd.concat(full, ignore_index=True) if full else None, linear, args.out)
     heads = load("heads")
     if heads is not None:
         attn = attention_accuracy(R / "attention_test") if (R / "attention_test").is_dir() else None
         attn_r = (attention_accuracy(R / "attention_test_random") if (R / "attention_test_random").is_dir()
                   else None)
-        md += heads_section(heads, load("heads_dev"), load("heads_offset"), load("heads_random"), attn, attn_r,
-                            linear, args.out)
+        parts["heads"] = heads_section(heads, load("heads_dev"), load("heads_offset"), load("heads_offset_dev"),
+                                       load("heads_random"), attn, attn_r, linear, args.out)
     mdl = load("mdl")
     if mdl is not None:
-        md += mdl_section(mdl, args.out)
+        parts["mdl"] = mdl_section(mdl, args.out)
+    carried = [k for k in SECTIONS if k not in parts and k in kept]
+    for k in carried:
+        print(f"{R / SECTIONS[k][1]} is missing: the {k} section (and its figure) of {args.out / 'results.md'} "
+              "is kept as it was")
+    md = ["# Structural probes and MDL on UD EWT: the tables\n",
+          "Written by `summarise.py` from the runs of the README's commands; every number the README quotes is "
+          "here."
+          + (f" The {' and '.join(carried)} section{'s stand' if len(carried) > 1 else ' stands'} as an earlier run of "
+             "this script wrote them (their run dirs were absent when it last ran)." if carried else "") + "\n"]
+    for k in SECTIONS:
+        md += parts.get(k, kept.get(k, []))
     (args.out / "results.md").write_text("\n".join(md))
     print("\n".join(md))
 
