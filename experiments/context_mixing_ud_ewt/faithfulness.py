@@ -20,8 +20,10 @@ the rollouts of those per-layer measures to the last layer. Two baselines that r
 ``pieces``, the word's number of word pieces (deleting more pieces moves a mean more), and ``own_vector``,
 the drop from taking the word's own last-layer vectors out of the unablated mean (``1 - cos(e, e')`` with
 ``e'`` the mean over the other positions): deleting a word from a mean-pooled embedding removes its own term
-whatever the other positions do. Every row also has its paired difference to ``attention``, to
-``own_vector`` and to the best row (same resamples).
+whatever the other positions do. Every row also has its paired difference to ``attention`` and to
+``own_vector`` (same resamples). The best measure is not picked on the sentences it is reported on: it is
+chosen on a seeded random half of them (``--split-seed``) and scored, with every row's paired difference to it,
+on the other half.
 
 A second table describes the maps themselves (it does not depend on the blank-out): per last-layer map of
 the first table, the mean share of a word's row on its own column, the mean share of a row on [CLS], and the
@@ -48,6 +50,10 @@ import numpy as np
 import torch
 from scipy.stats import rankdata
 
+from probing.config import Multiplicity
+from probing.stats.heldout import best_column, halves
+from probing.stats.multiplicity import adjust, bootstrap_p_two_sided
+
 HERE = Path(__file__).parent
 # table row -> measure (last layer, mean over heads for the per-head ones)
 ROWS = {"attention": "attention", "norm": "norm", "norm_layer": "norm_layer", "rollout": "rollout",
@@ -56,7 +62,7 @@ ROWS = {"attention": "attention", "norm": "norm", "norm_layer": "norm_layer", "r
 MIN_WORDS = 3
 # per-layer measures whose diagonal (a word's share on itself) is tabulated layer by layer
 PER_LAYER = ["alti", "globenc", "value_zeroing"]
-REFERENCES = ("attention", "own_vector")  # every row's paired difference to these and to the best row
+REFERENCES = ("attention", "own_vector")  # every row's paired difference to these (fixed in advance)
 
 
 def length_batches(lengths: np.ndarray, max_tokens: int, max_batch: int) -> list[np.ndarray]:
@@ -144,27 +150,26 @@ def per_sentence_rho(importance: dict[str, list[np.ndarray]], drops: list[np.nda
 
 
 def bootstrap(rho: dict[str, np.ndarray], resamples: int, seed: int, ci: float,
-              best: str | None = None) -> dict[str, dict]:
+              refs: tuple[str, ...] = REFERENCES) -> dict[str, dict]:
     """Mean rho over sentences with a percentile interval; the same resampled sentence sets for every row
     (sentences where a row is undefined are left out of that row's mean), plus each row's paired difference
-    to each of :data:`REFERENCES` present and to ``best`` (default: the row with the highest mean), over the
-    sentences where both are defined."""
+    ``minus_<ref>`` to each row of ``refs`` present, over the sentences where both are defined, with its two-sided
+    bootstrap p-value (``minus_<ref>_p``) and that p-value adjusted (Benjamini-Hochberg) across the other rows
+    (``minus_<ref>_p_bh``)."""
     names = list(rho)
     mat = np.stack([rho[k] for k in names], axis=1)  # (S, K)
     s = mat.shape[0]
     idx = np.random.default_rng(seed).integers(0, s, size=(resamples, s))
     boot = np.nanmean(mat[idx], axis=1)  # (R, K)
     lo, hi = (1 - ci) / 2 * 100, (1 + ci) / 2 * 100
-    best = best or names[int(np.nanargmax(np.nanmean(mat, axis=0)))]
     out = {}
     for k, name in enumerate(names):
         col = mat[:, k]
         out[name] = {"mean": float(np.nanmean(col)), "ci": [float(np.percentile(boot[:, k], lo)),
                                                              float(np.percentile(boot[:, k], hi))],
                      "median": float(np.nanmedian(col)), "sd": float(np.nanstd(col)),
-                     "sentences": int((~np.isnan(col)).sum()), "best": best}
-    refs = [(r, f"minus_{r}") for r in REFERENCES if r in names] + [(best, "minus_best")]
-    for ref, key in refs:
+                     "sentences": int((~np.isnan(col)).sum())}
+    for ref, key in [(r, f"minus_{r}") for r in dict.fromkeys(refs) if r in names]:
         r = names.index(ref)
         both = ~np.isnan(mat) & ~np.isnan(mat[:, [r]])
         diff = np.where(both, mat - mat[:, [r]], np.nan)
@@ -173,11 +178,50 @@ def bootstrap(rho: dict[str, np.ndarray], resamples: int, seed: int, ci: float,
             out[name][key] = float(np.nanmean(diff[:, k]))
             out[name][f"{key}_ci"] = [float(np.percentile(boot_diff[:, k], lo)),
                                       float(np.percentile(boot_diff[:, k], hi))]
+        p = np.array([np.nan if k == r else bootstrap_p_two_sided(boot_diff[:, k]) for k in range(len(names))])
+        for name, pk, qk in zip(names, p, adjust(p, Multiplicity.bh)):
+            out[name][f"{key}_p"], out[name][f"{key}_p_bh"] = (None, None) if np.isnan(pk) else (float(pk), float(qk))
     return out
 
 
+def held_out(rho: dict[str, np.ndarray], split_seed: int, resamples: int, seed: int,
+             ci: float) -> dict:
+    """The best measure held out: the row of :data:`ROWS` (a measure, not a baseline) with the highest mean rho
+    on the selection half of the sentences (:func:`~probing.stats.heldout.halves` with ``split_seed``), and
+    every row's mean, interval and paired differences to it and to ``own_vector`` on the report half."""
+    select, report = halves(len(next(iter(rho.values()))), split_seed)
+    names = list(ROWS)
+    chosen = names[best_column(np.stack([rho[k][select] for k in names], axis=1))]
+    return {"split_seed": split_seed, "select_sentences": int(len(select)), "report_sentences": int(len(report)),
+            "chosen": chosen, "select_mean": {k: float(np.nanmean(v[select])) for k, v in rho.items()},
+            "rows": bootstrap({k: v[report] for k, v in rho.items()}, resamples, seed, ci,
+                              refs=(chosen, "own_vector"))}
+
+
+def held_out_table(h: dict, resamples: int) -> list[str]:
+    """The held-out table's lines (every figure but the first column on the report half)."""
+    c = h["chosen"]
+    lines = ["\n## The best measure, chosen on one half of the sentences and scored on the other\n",
+             f"The sentences are split at random (seed {h['split_seed']}) into a selection half "
+             f"({h['select_sentences']} sentences) and a report half ({h['report_sentences']}). The measure "
+             f"(one of the {len(ROWS)} map rows, not a baseline) with the highest mean rho on the selection half "
+             f"is `{c}`; every other column is on the report half alone: mean rho [95% bootstrap CI, {resamples} "
+             f"resamples of its sentences] and paired differences to `{c}` and to `own_vector`, each with its two-sided "
+             "bootstrap p-value adjusted (Benjamini-Hochberg) across the table's other rows.\n",
+             f"| row | selection half: mean rho | report half: mean rho [95% CI] | Δ vs `{c}` [95% CI] | "
+             "Δ vs own_vector [95% CI] | report sentences |", "|---|---|---|---|---|---|"]
+    for name, r in h["rows"].items():
+        lines.append(f"| {name} | {h['select_mean'][name]:.3f} | {r['mean']:.3f} [{r['ci'][0]:.3f}, "
+                     f"{r['ci'][1]:.3f}] | {_delta(r, 'minus_' + c, name == c)} | "
+                     f"{_delta(r, 'minus_own_vector', name == 'own_vector')} | {r['sentences']} |")
+    return lines
+
+
 def _delta(r: dict, key: str, itself: bool) -> str:
-    return "" if itself else f"{r[key]:+.3f} [{r[key + '_ci'][0]:+.3f}, {r[key + '_ci'][1]:+.3f}]"
+    """``+0.037 [+0.014, +0.062], p 0.004``: the paired difference, its interval and its adjusted p-value."""
+    if itself:
+        return ""
+    return f"{r[key]:+.3f} [{r[key + '_ci'][0]:+.3f}, {r[key + '_ci'][1]:+.3f}], p {r[key + '_p_bh']:.3f}"
 
 
 def row_stats(last: np.ndarray, prefix: int, n: int) -> tuple[float, float, float]:
@@ -219,7 +263,9 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--batch", type=int, default=32, help="sentences per batch of the measures' pass")
     ap.add_argument("--bootstrap", type=int, default=1000)
-    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed", type=int, default=0)  # the sample and the bootstrap resamples
+    ap.add_argument("--split-seed", type=int, default=0, help="the seeded split into a selection half, on which the "
+                    "best measure is chosen, and a report half, on which it is scored")
     ap.add_argument("--out", type=Path, default=HERE)
     args = ap.parse_args()
 
@@ -298,6 +344,7 @@ def main() -> None:
     rho_w.update({k: rho[k] for k in ("pieces", "own_vector")})
     summary = bootstrap(rho, args.bootstrap, args.seed, 0.95)
     summary_w = bootstrap(rho_w, args.bootstrap, args.seed, 0.95)
+    held = held_out(rho, args.split_seed, args.bootstrap, args.seed, 0.95)
 
     suffix = "" if args.blank == "remove" else "_mask"
     what = "deleted" if args.blank == "remove" else "replaced by one [MASK]"
@@ -307,19 +354,21 @@ def main() -> None:
              f", of {len(corpus)}); mean rho over sentences [95% bootstrap CI, {args.bootstrap} resamples]; "
              "importance = column mean over all rows of the last-layer word-level map; "
              "'rows weighted by pieces' weights each row by its position's word pieces (the embedding's own "
-             "mean); Δ = paired difference to `attention`, to `own_vector` and to the best row "
-             f"(`{next(iter(summary.values()))['best']}`), on the same resamples.\n",
+             "mean); Δ = paired difference to `attention` and to `own_vector` (fixed in advance), on the same "
+             "resamples, with its two-sided bootstrap p-value adjusted (Benjamini-Hochberg) across the table's "
+             "other rows. No row is picked as best here: the next table chooses on one half and reports on the "
+             "other.\n",
              "| row | mean rho [95% CI] | median | sd | Δ vs attention [95% CI] | Δ vs own_vector [95% CI] | "
-             "Δ vs best [95% CI] | rows weighted by pieces | sentences |", "|---|---|---|---|---|---|---|---|---|"]
+             "rows weighted by pieces | sentences |", "|---|---|---|---|---|---|---|---|"]
     for name, r in summary.items():
         w = summary_w.get(name, r)
         lines.append(f"| {name} | {r['mean']:.3f} [{r['ci'][0]:.3f}, {r['ci'][1]:.3f}] | {r['median']:.3f} | "
                      f"{r['sd']:.3f} | {_delta(r, 'minus_attention', name == 'attention')} | "
                      f"{_delta(r, 'minus_own_vector', name == 'own_vector')} | "
-                     f"{_delta(r, 'minus_best', name == r['best'])} | "
                      f"{w['mean']:.3f} [{w['ci'][0]:.3f}, {w['ci'][1]:.3f}] | {r['sentences']} |")
     lines.append(f"\nmeasures' pass {measure_seconds:.0f} s, blank-out passes {blank_seconds:.0f} s "
                  f"({len(seqs) - len(toks)} sequences), on {torch.get_num_threads()} threads")
+    lines += held_out_table(held, args.bootstrap)
     lines += maps_table(stats, diagonal)
     table = "\n".join(lines) + "\n"
     print(table)
@@ -328,6 +377,7 @@ def main() -> None:
     (args.out / f"faithfulness{suffix}.json").write_text(json.dumps(
         {"blank": args.blank, "sentences": len(toks), "sample": args.sample, "seed": args.seed,
          "bootstrap": args.bootstrap, "rows": summary, "rows_weighted_by_pieces": summary_w,
+         "held_out": held,
          "maps": {name: dict(zip(("own_column", "cls", "tv_to_mean_row"), np.array(s).mean(0).round(6).tolist()))
                   for name, s in stats.items()},
          "diagonal_per_layer": {m: np.concatenate(d, axis=1).mean(1).round(6).tolist() for m, d in diagonal.items()},
