@@ -30,6 +30,7 @@ from probing.report import (
     dashboard_importance,
     dashboard_importance_overview,
     dashboard_overview,
+    dashboard_patching,
     dashboard_probes,
     plotly_json,
 )
@@ -44,6 +45,7 @@ MAX_OPEN_FIGURES = 4  # a page with more figures opens with its sections closed,
 # The sections under the overview, in page order: anchor and name.
 SECTIONS = (("runs", "runs"), ("heads", "heads per relation"), ("best", "best-heads table"), ("probes", "probes"),
             ("vectors", "probes on representations"), ("importance", "importance"),
+            ("patching", "patching"),
             ("patterns", "attention patterns"), ("types", "head types"), ("trees", "trees from single heads"),
             ("mds", "heads in two dimensions"), ("figures", "figures of the runs"))
 
@@ -138,6 +140,7 @@ def _figures(sources: Sequence[Source]) -> dict[str, list[Block]]:
         "importance": _blocks(dashboard_importance.relation_figures(sources)
                               + dashboard_importance.method_figures(sources)
                               + dashboard_importance.pruning_figures(sources), anchors=True),
+        "patching": _blocks(dashboard_patching.atlas_figures(sources) + dashboard_patching.effect_figures(sources)),
         "patterns": _blocks(dashboard_figures.pattern_figures(sources)),
         "types": _blocks(dashboard_detectors.type_figures(sources)),
         "trees": _blocks(dashboard_figures.tree_figures(sources)),
@@ -208,10 +211,12 @@ def render(sources: Sequence[Source], title: str = "probing dashboard") -> str:
     best = dashboard_figures.best_heads(sources)
     link = dashboard_importance.link_table(sources)
     types = dashboard_detectors.type_table(sources)
+    atlas = dashboard_patching.atlas_table(sources)
     probe_best = dashboard_overview.probe_overview(sources)
     tables = {"best": table_data(best) if len(best) else None, "probe_table": _probe_table(sources),
               "link": table_data(link) if len(link) else None,
-              "types_table": table_data(types) if len(types) else None}
+              "types_table": table_data(types) if len(types) else None,
+              "atlas_table": table_data(atlas) if len(atlas) else None}
     run_figures = _run_figures(sources)
     runs = table_data(_runs_table(sources))
     parts = {"runs": runs, **figs, "best": tables["best"], "figures": run_figures,

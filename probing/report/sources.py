@@ -41,6 +41,8 @@ class Source:
     pruning: Optional[pd.DataFrame] = None  # task=importance: score per order and fraction of heads removed
     importance_link: Optional[pd.DataFrame] = None  # task=importance: Spearman per relation and direction
     linked_heads: Optional[pd.DataFrame] = None  # the heads table of ``importance.heads_run`` (None: not given)
+    patching: Optional[pd.DataFrame] = None  # task=patching: each head's effect per position
+    patching_atlas: Optional[pd.DataFrame] = None  # task=patching: attention accuracy beside effect per head
     figures: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     measure: Optional[str] = None  # the map its tables score (probing.config.Measure); None: not recorded
@@ -116,6 +118,9 @@ def load_run(run_dir: Path) -> Source:
     src.probes = probe_rows(run_dir, metrics)
     src.trees = _schema_table(run_dir, schema.TREES, ("method", "direction", "layer", "head", "uas"))
     load_importance(src)
+    src.patching = _schema_table(run_dir, schema.PATCHING, ("position", "layer", "head", "effect", "n_pairs"))
+    src.patching_atlas = _schema_table(run_dir, schema.PATCHING_ATLAS, ("layer", "head", "attention_accuracy",
+                                                                         "effect", "quadrant"))
     src.figures = sorted(p for p in run_dir.glob("**/*.png") if "wandb" not in p.relative_to(run_dir).parts)
     src.measure = measure_of(src)
     src.label = source_label(src)

@@ -52,7 +52,7 @@ TASKS: dict[TaskName, Task] = {
     TaskName.probe: Task(_lazy("probe")),  # sweeps of probes get one dashboard from probing-report
     TaskName.inspect: Task(_lazy("inspect")),
     TaskName.importance: Task(_lazy("importance"), dashboard=True),  # its heatmaps, scatter, pruning curves
-    TaskName.patching: Task(_lazy("patching")),
+    TaskName.patching: Task(_lazy("patching"), dashboard=True),  # its effect maps and atlas
     TaskName.merge: Task(_lazy("merge")),
 }
 

@@ -111,3 +111,17 @@ def test_a_decoder_is_read_by_its_own_logits(tmp_path, llama_dir):
 def test_logits_on_a_model_without_a_causal_lm_head_is_one_line(tmp_path, bert_dir):
     with pytest.raises(ProbingError, match="patching.readout=logits: model pairs-bert has no trained causal-LM head"):
         _run(tmp_path, bert_dir, "pairs-bert", readout="logits")
+
+
+def test_the_dashboard_has_the_effect_maps_and_the_atlas_with_hover_per_head(tmp_path, bert_dir):
+    from probing.report.dashboard import write_dashboard
+
+    result = _run(tmp_path, bert_dir, "pairs-bert")
+    (tmp_path / schema.METRICS_FILE).write_text(json.dumps(result.metrics))  # what tasks.run writes last
+    html = write_dashboard([tmp_path], tmp_path / "dashboard.html").read_text()
+    assert "id='patching'" in html or 'id="patching"' in html
+    assert "atlas · " in html and "offset baseline" in html
+    atlas = pd.read_csv(tmp_path / "patching_atlas.csv")
+    first = atlas.sort_values("effect", ascending=False).iloc[0]
+    assert first["quadrant"] in html and "attention accuracy, target → cue" in html
+    assert html.count("patching effects · ") >= 1
