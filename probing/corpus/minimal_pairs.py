@@ -9,9 +9,9 @@ restricted to: ``target``; ``cue``, the word whose number flips (the subject, th
 ``subject``, the target's subject where it is another word; ``attractor``, a noun of its own number between cue
 and target. ``label`` is the clean side's feature value.
 
-The kinds (:class:`~probing.config.PairKind`): subject-verb number, simple (``The dog sleeps``), across a prepositional-phrase
-attractor (``The dog near the cats sleeps``), across an object relative clause (``The dog that the cats saw
-sleeps``); determiner-noun number (``This dog slept`` against ``These dogs slept``); reflexive number (``The man
+The kinds (:class:`~probing.config.PairKind`): subject-verb number, simple (``The dog waits``), across a prepositional-phrase
+attractor (``The dog near the cars waits``), across an object relative clause (``The dog that the cats saw
+waits``); determiner-noun number (``This dog slept`` against ``These dogs slept``); reflexive number (``The man
 saw himself``). Verbs inside attractors are past tense, so the only agreeing word is the target.
 """
 
@@ -30,8 +30,8 @@ SINGULAR, PLURAL = "singular", "plural"
 # animate nouns (singular, plural) and present-tense intransitive verbs (3rd singular, plural)
 SUBJECTS = {"dog": "dogs", "cat": "cats", "bird": "birds", "farmer": "farmers", "doctor": "doctors",
             "teacher": "teachers", "student": "students", "friend": "friends", "man": "men", "woman": "women"}
-VERBS = {"sleeps": "sleep", "waits": "wait", "laughs": "laugh", "walks": "walk", "runs": "run",
-         "sings": "sing", "smiles": "smile", "works": "work", "eats": "eat", "swims": "swim"}
+VERBS = {"waits": "wait", "walks": "walk", "runs": "run", "sings": "sing", "smiles": "smile", "works": "work",
+         "eats": "eat", "plays": "play", "talks": "talk", "speaks": "speak"}
 ATTRACTORS = {"table": "tables", "house": "houses", "garden": "gardens", "car": "cars", "door": "doors",
               "tree": "trees", "box": "boxes", "window": "windows"}
 PREPS = ["near", "behind", "beside", "under"]
