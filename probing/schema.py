@@ -150,9 +150,13 @@ PATCHING = _t("patching", PATCHING_KEYS + ("position", LAYER, HEAD), _EFFECT + (
               "(corrupt - clean) estimates")
 PATCHING_RESIDUAL = _t("patching_residual", PATCHING_KEYS + ("position", LAYER), _EFFECT,
                        "task=patching: each layer's input (the residual stream) patched at a position, as patching")
-PATCHING_TOP = _t("patching_top", PATCHING_KEYS + ("rank",), (LAYER, HEAD, "chosen_effect") + _EFFECT,
+PATCHING_TOP = _t("patching_top", PATCHING_KEYS + ("rank",),
+                  (LAYER, HEAD, "chosen_effect") + _EFFECT + ("direct_effect", "direct_ci_low", "direct_ci_high",
+                                                               "indirect_effect"),
                   "task=patching: the top heads by effect at every piece on a seeded half of the pairs (chosen_effect) "
-                  "and their effect on the other half, p-values adjusted across them")
+                  "and their effect on the other half, p-values adjusted across them; direct_effect: the same patch "
+                  "reaching the readout by the residual stream alone, every later block frozen at its clean output "
+                  "(path patching; post-LN norms linearised at their clean statistics), indirect_effect: the rest")
 PATCHING_ATLAS = _t("patching_atlas", PATCHING_KEYS + (LAYER, HEAD),
                     ("attention_accuracy", "attention_ci_low", "attention_ci_high", "offset_baseline", "points",
                      "effect", "effect_ci_low", "effect_ci_high", "p_adjusted", "matters", "quadrant"),

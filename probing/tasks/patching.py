@@ -31,6 +31,7 @@ from probing.mixing.families import family_of
 from probing.patching.atlas import atlas_table, offset_baseline, pointing, quadrant_counts
 from probing.patching.batches import ALL, make_pair_batches, prepare
 from probing.patching.effects import PairMetrics, patch_metrics
+from probing.patching.paths import direct_metrics
 from probing.patching.readouts import LogitDiff, ProbeDiff, fit_probe, side_vectors
 from probing.patching.statistics import agreement, normalised, summary
 from probing.stats.bootstrap import resample_counts
@@ -134,6 +135,24 @@ def _top_heads(m: PairMetrics, pc: PatchingConfig, seed: int, keys: dict) -> pd.
                          **summary(eff, pc.ci, pc.multiplicity)}), choose, score
 
 
+def _direct_paths(encoder: Encoder, batches: Sequence, readout, m: PairMetrics, top: pd.DataFrame,
+                  score: np.ndarray, pc: PatchingConfig, seed: int) -> dict:
+    """The top heads' direct effects on the scored half, in place in ``top`` (and their indirect rest)."""
+    heads = [(int(r.layer), int(r.head)) for r in top.itertuples()]
+    try:
+        direct = direct_metrics(encoder.model, batches, readout, heads, ALL)
+    except ValueError as e:  # a shared layer
+        top["direct_effect"] = top["direct_ci_low"] = top["direct_ci_high"] = top["indirect_effect"] = np.nan
+        return {"direct_paths": str(e)}
+    eff = normalised(direct[..., score], m.clean[:, score], m.corrupt[:, score],
+                     resample_counts(len(score), pc.bootstrap, seed))
+    row = summary(eff, pc.ci, pc.multiplicity)
+    top["direct_effect"], top["direct_ci_low"], top["direct_ci_high"] = row["effect"], row["effect_ci_low"], \
+        row["effect_ci_high"]
+    top["indirect_effect"] = top["effect"] - top["direct_effect"]
+    return {}
+
+
 def _atlas(encoder: Encoder, pairs: Sequence[MinimalPair], m: PairMetrics, causal: bool, pc: PatchingConfig,
            seed: int, choose: np.ndarray, score: np.ndarray, keys: dict) -> tuple[Optional[pd.DataFrame], dict]:
     """Attention accuracy on the pairs' own target -> cue arcs beside the effect, on the scored half."""
@@ -198,10 +217,13 @@ def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
     if len(residual):
         out.table(schema.PATCHING_RESIDUAL.name, residual)
     top, choose, score = _top_heads(m, pc, cfg.seed, keys)
+    with timer("paths", f"the direct paths of the top {len(top)} heads"):
+        metrics.update(_direct_paths(encoder, batches, readout, m, top, score, pc, cfg.seed))
     out.table(schema.PATCHING_TOP.name, top)
     metrics["top_heads"] = [{"layer": int(r.layer), "head": int(r.head), "chosen_effect": float(r.chosen_effect),
                              "effect": float(r.effect), "ci_low": float(r.effect_ci_low),
-                             "ci_high": float(r.effect_ci_high)} for r in top.itertuples()]
+                             "ci_high": float(r.effect_ci_high), "direct_effect": float(r.direct_effect)}
+                            for r in top.itertuples()]
     if m.attribution:
         agree = agreement(m.heads[ALL], m.attribution[ALL], m.clean, m.corrupt, pc.bootstrap, pc.ci, cfg.seed)
         metrics.update(attribution_spearman=agree["rho"], attribution_spearman_ci_low=agree["ci_low"],
@@ -233,10 +255,10 @@ def _console(metrics: dict, top: pd.DataFrame) -> str:
              "top heads (chosen on one half of the pairs, effect on the other; 0 = clean, 1 = corrupt):"]
     for r in top.itertuples():
         lines.append(f"  {r.layer}-{r.head}  {r.effect:+.3f} [{r.effect_ci_low:+.3f}, {r.effect_ci_high:+.3f}]"
-                     f"  p_adj {r.p_adjusted:.3g}")
+                     f"  p_adj {r.p_adjusted:.3g}  direct {r.direct_effect:+.3f}")
     if "attribution_spearman" in metrics:
-        lines.append(f"attribution vs activation patching: Spearman {metrics['attribution_spearman']:.2f} "
-                     f"[{metrics['attribution_spearman_ci_low']:.2f}, {metrics['attribution_spearman_ci_high']:.2f}]")
+        lines.append(f"attribution vs activation patching: Spearman {metrics['attribution_spearman']:.3f} "
+                     f"[{metrics['attribution_spearman_ci_low']:.3f}, {metrics['attribution_spearman_ci_high']:.3f}]")
     if "atlas_quadrants" in metrics:
         q = metrics["atlas_quadrants"]
         lines.append(f"atlas: attention accuracy on target->cue vs effect, Spearman {metrics['atlas_spearman']:.2f} "

@@ -149,3 +149,87 @@ def test_attribution_is_the_exact_effect_on_a_model_made_linear():
         exact = m.heads[name] - m.clean
         assert np.abs(exact).max() > 1e-3
         np.testing.assert_allclose(m.attribution[name], exact, atol=1e-4, rtol=1e-4)
+
+
+def _frozen_rerun(model, batch, readout, layer, head, mask):
+    """The direct path by hand on a pre-LN Llama: the head's slice patched as in :func:`_naive`, and every block
+    after it (layer ``layer``'s MLP, every later layer's attention and MLP) returning its clean output."""
+    layers = model.layers
+    clean_out = {}
+
+    def keep(name):
+        def hook(module, args, output):
+            clean_out[name] = output
+        return hook
+
+    handles = [layers[j].self_attn.register_forward_hook(keep(("attn", j))) for j in range(len(layers))]
+    handles += [layers[j].mlp.register_forward_hook(keep(("mlp", j))) for j in range(len(layers))]
+    with torch.no_grad():
+        model(**batch.clean, use_cache=False)
+    for hd in handles:
+        hd.remove()
+
+    def frozen(name):
+        return lambda module, args, output: clean_out[name]
+
+    handles = [layers[j].self_attn.register_forward_hook(frozen(("attn", j))) for j in range(layer + 1, len(layers))]
+    handles += [layers[j].mlp.register_forward_hook(frozen(("mlp", j))) for j in range(layer, len(layers))]
+    try:
+        return _naive(model, batch, readout, layer, head, mask)
+    finally:
+        for hd in handles:
+            hd.remove()
+
+
+def test_the_direct_path_freezes_every_later_block():
+    from probing.patching.paths import direct_metrics
+
+    model = families.build("llama", seed=2, vocab=VOCAB)
+    batch, readout = _pair_batch(), _readout(model)
+    n_layers = len(layer_parts(model))
+    heads = [(0, 1), (n_layers - 1, 2)]
+    got = direct_metrics(model, [batch], readout, heads, "cue")
+    for (layer, head), row in zip(heads, got):
+        want = _frozen_rerun(model, batch, readout, layer, head, batch.masks["cue"]).numpy()
+        np.testing.assert_allclose(row, want, atol=1e-5, rtol=1e-5)
+    total = patch_metrics(model, [batch], readout, ["cue"], replicas=4, residual=False, attribution=False)
+    np.testing.assert_allclose(got[1], total.heads["cue"][n_layers - 1, 2], atol=1e-5)  # last layer: all is direct
+    assert not np.allclose(got[0], total.heads["cue"][0, 1], atol=1e-4)  # the first layer's is not
+
+
+def test_a_post_ln_direct_path_passes_each_norm_at_its_clean_statistics():
+    """One BERT layer by hand: the head's output change through LN1 and LN2 linearised at their clean inputs
+    (the feed-forward block frozen), added to the clean output."""
+    import transformers as T
+
+    from probing.patching.paths import direct_metrics
+
+    cfg = T.BertConfig(**{**families.SMALL, "num_hidden_layers": 1}, vocab_size=VOCAB)
+    torch.manual_seed(5)
+    model = randomise(T.BertModel(cfg, add_pooling_layer=False), seed=5).eval()
+    batch, readout = _pair_batch(), _readout(model)
+    layer = model.encoder.layer[0]
+    ln1, ln2, dense = layer.attention.output.LayerNorm, layer.output.LayerNorm, layer.attention.output.dense
+    seen = {}
+    hooks = [m.register_forward_pre_hook(lambda mod, args, k=k: seen.__setitem__(k, args[0]))
+             for k, m in (("c", dense), ("x1", ln1), ("x2", ln2))]
+    with torch.no_grad():
+        out = model(**batch.clean).last_hidden_state
+        c = seen["c"].clone()
+        model(**batch.corrupt)
+        src = seen["c"]
+        model(**batch.clean)
+    for hd in hooks:
+        hd.remove()
+    head, w = 2, c.shape[-1] // 4
+    patched = c.clone()
+    m = batch.masks[ALL][..., None]  # one layer: only the read piece's own change reaches the readout
+    patched[..., head * w:(head + 1) * w] += m * (src - c)[..., head * w:(head + 1) * w]
+    delta = (dense(patched) - dense(c)).detach()
+    for ln, x in ((ln1, seen["x1"]), (ln2, seen["x2"])):
+        sd = torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + ln.eps)
+        delta = ln.weight * (delta - delta.mean(-1, keepdim=True)) / sd
+    want = readout(out + delta, batch)[0].detach().numpy()
+    got = direct_metrics(model, [batch], readout, [(0, head)], ALL)[0]
+    np.testing.assert_allclose(got, want, atol=1e-5, rtol=1e-5)
+    assert not np.allclose(got, readout(out, batch)[0].detach().numpy(), atol=1e-4)
