@@ -23,9 +23,9 @@ all deliberate:
   (theirs starts from random weights and keeps the best epoch from the first on).
 
 A class the prefix never showed still gets probability from the softmax. A block whose prefix has fewer than
-two items (nothing to hold out) is sent with the uniform code. Their notebook (``mdl_eval_notebooks/Eval_MDL_online_code.ipynb``) adds the summed
-torch cross-entropy of the blocks, in nats, to the first block's ``train_targets * log2(num_classes)`` bits;
-here every block is in bits.
+two items (nothing to hold out) is sent with the uniform code. Their notebook
+(``mdl_eval_notebooks/Eval_MDL_online_code.ipynb``) adds the summed torch cross-entropy of the later blocks, in
+nats, to the first block's ``train_targets * log2(num_classes)`` bits; here every block is in bits.
 """
 
 from __future__ import annotations
