@@ -614,7 +614,8 @@ class PatchingConfig(BootstrapSettings):
     n_pairs: int = 200  # pairs drawn from the grammar (seeded by the run's seed)
     pairs_file: Optional[str] = None  # a .jsonl or .csv file of the user's pairs instead of the grammar's
     strict: bool = True  # a pair file's pair that does not align stops the run (false: skipped and counted)
-    # where patches are put (a pair without that word counts in none of its rows)
+    # where patches are put (all is always patched: the top heads and the atlas read it; a pair without that
+    # word counts in none of its rows)
     positions: List[PatchPosition] = field(default_factory=lambda: [PatchPosition.all, PatchPosition.target,
                                                                      PatchPosition.cue, PatchPosition.attractor])
     readout: PatchReadout = PatchReadout.auto  # logits, probe, or auto (logits where there is a causal-LM head)

@@ -47,10 +47,10 @@ def main() -> None:
     from probing.config import ModelConfig
     from probing.corpus import read_conllu
     from probing.encoder import load_encoder
-    from probing.interventions.gates import head_means
     from probing.importance.inputs import make_batches
     from probing.importance.readouts import EmbeddingReadout, RelationReadout
     from probing.importance.scores import evaluate, gradients
+    from probing.interventions.gates import head_means
 
     corpus = read_conllu(Path(args.dir) / "en_ewt-ud-dev.conllu", split="dev", strict=True)
     corpus = corpus.head(args.limit) if args.limit else corpus

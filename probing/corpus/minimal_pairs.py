@@ -24,7 +24,6 @@ from typing import Sequence
 from probing.config import PairKind
 from probing.corpus.sentence import Sentence
 
-
 SINGULAR, PLURAL = "singular", "plural"
 
 # animate nouns (singular, plural) and present-tense intransitive verbs (3rd singular, plural)

@@ -175,6 +175,30 @@ def _atlas(encoder: Encoder, pairs: Sequence[MinimalPair], m: PairMetrics, causa
     return pd.DataFrame({**keys, **{c: table[c] for c in table.columns}}), info
 
 
+def _usable(encoder: Encoder, pairs: list[MinimalPair], causal: bool) -> tuple[list, list, Counter]:
+    """The pairs the model can take, their tokenised sides, and why the others were left out."""
+    sides = prepare(encoder, pairs, causal)
+    reasons = Counter(x for x in sides if isinstance(x, str))
+    kept = [i for i, x in enumerate(sides) if not isinstance(x, str)]
+    if len(kept) < 4:
+        raise ProbingError(f"patching: {len(kept)} of {len(pairs)} pairs usable on {encoder.name} ({dict(reasons)})")
+    return [pairs[i] for i in kept], [sides[i] for i in kept], reasons
+
+
+def _write_figures(out: RunOutput, heads: pd.DataFrame, residual: pd.DataFrame, atlas: Optional[pd.DataFrame],
+                   metrics: dict) -> None:
+    from probing.figures import patching as figures
+
+    fig_dir = out.dir / "figures"
+    title = f"{metrics['model']} · {metrics['n_pairs']} pairs · {metrics['readout']}"
+    for path in figures.effect_heatmaps(heads, title, fig_dir):
+        out.figure(path)
+    if len(residual):
+        out.figure(figures.residual_heatmap(residual, title, fig_dir / "patching_residual.png"))
+    if atlas is not None:
+        out.figure(figures.atlas_scatter(atlas, metrics, title, fig_dir / "patching_atlas.png"))
+
+
 def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
     pc: PatchingConfig = cfg.patching
     timer = StageTimer()
@@ -183,16 +207,8 @@ def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
     with timer("load", f"loading {cfg.model.name}"):
         encoder = load_encoder(cfg.model, LmHead.causal if kind is PatchReadout.logits else None)
     causal = family_of(encoder.model)[0].causal
-    sides = prepare(encoder, pairs, causal)
-    reasons = Counter(x for x in sides if isinstance(x, str))
-    kept = [i for i, x in enumerate(sides) if not isinstance(x, str)]
-    if len(kept) < 4:
-        raise ProbingError(f"patching: {len(kept)} of {len(pairs)} pairs usable on {cfg.model.name} "
-                           f"({dict(reasons)})")
-    pairs, sides = [pairs[i] for i in kept], [sides[i] for i in kept]
-    names = [str(PatchPosition(p)) for p in pc.positions]
-    if ALL not in names:
-        names = [ALL] + names
+    pairs, sides, reasons = _usable(encoder, pairs, causal)
+    names = list(dict.fromkeys([ALL] + [str(PatchPosition(p)) for p in pc.positions]))
     batches = make_pair_batches(encoder, sides, range(len(pairs)), pc.batch_size, pc.max_batch_tokens, causal, names)
     metrics: dict = {"model": model_label(cfg.model), "pairs": source, "readout": str(kind), "n_pairs": len(pairs),
                      "n_pairs_skipped": len(file_skips) + sum(reasons.values()),
@@ -206,9 +222,8 @@ def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
     with timer("patching", f"patching {encoder.num_layers * encoder.num_heads} heads at {len(names)} positions "
                            f"on {len(pairs)} pairs"):
         m = patch_metrics(encoder.model, batches, readout, names, pc.replicas, pc.residual, pc.attribution)
-    order = m.pairs  # columns of m follow the batches; the pair lists follow them too
-    pairs = [pairs[i] for i in order]
-    has = {n: np.array([n == ALL or n in s.words for s in (sides[i] for i in order)]) for n in names}
+    pairs, sides = [pairs[i] for i in m.pairs], [sides[i] for i in m.pairs]  # the columns follow the batches
+    has = {n: np.array([n == ALL or n in s.words for s in sides]) for n in names}
     metrics.update(clean_accuracy=float((m.clean > 0).mean()), corrupt_accuracy=float((m.corrupt < 0).mean()),
                    clean_logit_difference=float(m.clean.mean()), corrupt_logit_difference=float(m.corrupt.mean()))
     keys = {"model": metrics["model"], "pairs": source, "readout": str(kind)}
@@ -220,10 +235,8 @@ def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
     with timer("paths", f"the direct paths of the top {len(top)} heads"):
         metrics.update(_direct_paths(encoder, batches, readout, m, top, score, pc, cfg.seed))
     out.table(schema.PATCHING_TOP.name, top)
-    metrics["top_heads"] = [{"layer": int(r.layer), "head": int(r.head), "chosen_effect": float(r.chosen_effect),
-                             "effect": float(r.effect), "ci_low": float(r.effect_ci_low),
-                             "ci_high": float(r.effect_ci_high), "direct_effect": float(r.direct_effect)}
-                            for r in top.itertuples()]
+    metrics["top_heads"] = top[["layer", "head", "chosen_effect", "effect", "effect_ci_low", "effect_ci_high",
+                                "direct_effect"]].to_dict("records")
     if m.attribution:
         agree = agreement(m.heads[ALL], m.attribution[ALL], m.clean, m.corrupt, pc.bootstrap, pc.ci, cfg.seed)
         metrics.update(attribution_spearman=agree["rho"], attribution_spearman_ci_low=agree["ci_low"],
@@ -234,16 +247,7 @@ def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
     if atlas is not None:
         out.table(schema.PATCHING_ATLAS.name, atlas)
     if pc.figures:
-        from probing.figures import patching as figures
-
-        fig_dir = out.dir / "figures"
-        title = f"{metrics['model']} · {len(pairs)} pairs · {kind}"
-        for path in figures.effect_heatmaps(heads, title, fig_dir):
-            out.figure(path)
-        if len(residual):
-            out.figure(figures.residual_heatmap(residual, title, fig_dir / "patching_residual.png"))
-        if atlas is not None:
-            out.figure(figures.atlas_scatter(atlas, metrics, title, fig_dir / "patching_atlas.png"))
+        _write_figures(out, heads, residual, atlas, metrics)
     metrics.update(timer.metrics())
     return out.result(metrics, console=_console(metrics, top))
 

@@ -13,12 +13,12 @@ from test_mixing import BUILDERS
 
 from probing.corpus import Corpus, Sentence
 from probing.errors import ProbingError
-from probing.interventions.gates import gated, head_means
 from probing.importance.inputs import Batch, position_vectors
 from probing.importance.pruning import gradient_order, order_settings, removed_counts
 from probing.importance.readouts import AttachmentReadout, EmbeddingReadout, RelationReadout, mlm_unavailable
 from probing.importance.scores import Sums, evaluate, first_gated_layer, gradients
 from probing.importance.tables import _spearman_rows, changes, normalised_gradient
+from probing.interventions.gates import gated, head_means
 
 # [CLS] w0 w1 w1' w2 [SEP] and [CLS] v0 v1 [SEP] pad pad: piece -> position
 POS = torch.tensor([[0, 1, 2, 2, 3, 4], [0, 1, 2, 3, -1, -1]])

@@ -27,10 +27,10 @@ from probing.config import (
 from probing.corpus import Corpus, Sentence
 from probing.encoder import load_encoder
 from probing.errors import ProbingError
-from probing.interventions.gates import gated
 from probing.importance.inputs import make_batches
 from probing.importance.readouts import MlmReadout, masked_words
 from probing.importance.scores import evaluate, gradients
+from probing.interventions.gates import gated
 from probing.results import read_table
 from probing.tasks import importance as task
 from probing.tasks.base import RunOutput
