@@ -157,12 +157,13 @@ PATCHING_TOP = _t("patching_top", PATCHING_KEYS + ("rank",),
                   "and their effect on the other half, p-values adjusted across them; direct_effect: the same patch "
                   "reaching the readout by the residual stream alone, every later block frozen at its clean output "
                   "(path patching; post-LN norms linearised at their clean statistics), indirect_effect: the rest")
-PATCHING_ATLAS = _t("patching_atlas", PATCHING_KEYS + (LAYER, HEAD),
-                    ("attention_accuracy", "attention_ci_low", "attention_ci_high", "offset_baseline", "points",
-                     "effect", "effect_ci_low", "effect_ci_high", "p_adjusted", "matters", "quadrant"),
-                    "task=patching: on the scored half of the pairs, how often each head's largest attention from the "
-                    "target goes to the cue (the pairs' own arcs, whole clean sentences) beside the offset baseline "
-                    "chosen on the other half (points: the difference's interval above 0), and its effect at every "
+PATCHING_ATLAS = _t("patching_atlas", PATCHING_KEYS + ("relation", LAYER, HEAD),
+                    ("n_pairs", "attention_accuracy", "attention_ci_low", "attention_ci_high", "offset_baseline",
+                     "points", "effect", "effect_ci_low", "effect_ci_high", "p_adjusted", "matters", "quadrant"),
+                    "task=patching: per relation of the target -> cue arcs (no arc: a reflexive's antecedent), on "
+                    "the scored half of the pairs, how often each head's largest attention from the target goes to "
+                    "the cue (the pairs' own arcs, whole clean sentences) beside the offset baseline chosen on the "
+                    "other half (points: the difference's interval above 0), and its effect at every "
                     "piece (matters: p_adjusted < patching.alpha and effect > 0)")
 
 # ---- probes --------------------------------------------------------------------------------------------

@@ -64,24 +64,29 @@ def residual_heatmap(residual: pd.DataFrame, title: str, path: Path) -> Path:
     return path
 
 
-def atlas_scatter(atlas: pd.DataFrame, metrics: dict, title: str, path: Path) -> Path:
-    """x: attention accuracy from target to cue, y: effect at every piece; colour by layer; the offset baseline
-    as a vertical line."""
-    n_layers = int(atlas["layer"].max()) + 1
-    fig, ax = plt.subplots(figsize=(5.0, 3.8), dpi=90)
-    sc = ax.scatter(atlas["attention_accuracy"], atlas["effect"], c=atlas["layer"], cmap=plt.get_cmap("viridis", n_layers),
-                    vmin=-0.5, vmax=n_layers - 0.5, s=18)
-    ax.axvline(float(atlas["offset_baseline"].iloc[0]), color="grey", ls="--", lw=0.8, label="offset baseline")
-    ax.axhline(0, color="grey", lw=0.5)
-    ax.set_xlabel("attention accuracy, target → cue")
-    ax.set_ylabel("effect when patched (all pieces)")
-    rho = (f"ρ = {metrics['atlas_spearman']:.2f} [{metrics['atlas_spearman_ci_low']:.2f}, "
-           f"{metrics['atlas_spearman_ci_high']:.2f}]")
-    ax.set_title(f"{title}\n{rho}", fontsize=8)
-    ax.legend(fontsize=7, loc="upper left")
-    fig.colorbar(sc, ax=ax, label="layer")
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    plt.close(fig)
-    return path
+def atlas_scatters(atlas: pd.DataFrame, per_relation: dict, title: str, fig_dir: Path) -> list[Path]:
+    """``patching_atlas_<relation>.png``: x attention accuracy from target to cue, y the effect at every piece, a
+    point per head coloured by layer, the offset baseline as a vertical line."""
+    fig_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for rel, a in atlas.groupby("relation", sort=False):
+        n_layers = int(a["layer"].max()) + 1
+        fig, ax = plt.subplots(figsize=(5.0, 3.8), dpi=90)
+        sc = ax.scatter(a["attention_accuracy"], a["effect"], c=a["layer"], cmap=plt.get_cmap("viridis", n_layers),
+                        vmin=-0.5, vmax=n_layers - 0.5, s=18)
+        ax.axvline(float(a["offset_baseline"].iloc[0]), color="grey", ls="--", lw=0.8, label="offset baseline")
+        ax.axhline(0, color="grey", lw=0.5)
+        ax.set_xlabel(f"attention accuracy, target → cue ({rel})")
+        ax.set_ylabel("effect when patched (all pieces)")
+        r = per_relation.get(rel, {})
+        rho = (f"ρ = {r['spearman']:.2f} [{r['spearman_ci_low']:.2f}, {r['spearman_ci_high']:.2f}], "
+               if r else "")
+        ax.set_title(f"{title}\n{rel}: {rho}n = {int(a['n_pairs'].iloc[0])} scored pairs", fontsize=8)
+        ax.legend(fontsize=7, loc="upper left")
+        fig.colorbar(sc, ax=ax, label="layer")
+        fig.tight_layout()
+        path = fig_dir / f"patching_atlas_{''.join(c if c.isalnum() else '_' for c in rel)}.png"
+        fig.savefig(path)
+        plt.close(fig)
+        paths.append(path)
+    return paths

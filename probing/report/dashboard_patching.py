@@ -47,37 +47,43 @@ def atlas_figures(sources: Sequence[Any]) -> list[Fig]:
     layer, the offset baseline as a vertical line."""
     out: list[Fig] = []
     for s in sources:
-        a = s.patching_atlas
-        if a is None or not len(a):
+        if s.patching_atlas is None or not len(s.patching_atlas):
             continue
-        n_layers = int(a["layer"].max()) + 1
-        custom = a[["layer", "head", "quadrant", "attention_ci_low", "attention_ci_high", "effect_ci_low",
-                    "effect_ci_high", "p_adjusted"]].copy()
-        for c in ("attention_ci_low", "attention_ci_high", "effect_ci_low", "effect_ci_high"):
-            custom[c] = custom[c].map(lambda v: f"{v:.3f}")
-        custom["p_adjusted"] = custom["p_adjusted"].map(lambda v: f"{v:.2g}")
-        trace = {"type": "scatter", "mode": "markers", "x": a["attention_accuracy"].round(4).tolist(),
-                 "y": a["effect"].round(5).tolist(), "customdata": custom.to_numpy().tolist(),
-                 "hovertemplate": "L%{customdata[0]} H%{customdata[1]}: %{customdata[2]}<br>attention accuracy "
-                                  "%{x:.3f} [%{customdata[3]}, %{customdata[4]}]<br>effect %{y:+.3f} "
-                                  "[%{customdata[5]}, %{customdata[6]}], p adjusted %{customdata[7]}<extra></extra>",
-                 "marker": {"color": a["layer"].tolist(), "cmin": -0.5, "cmax": n_layers - 0.5, "size": 8,
-                            "colorscale": [list(v) for v in P.colorscale("Viridis")], "showscale": True,
-                            "colorbar": {"title": {"text": "layer"}, "dtick": 1}}}
-        base = float(a["offset_baseline"].iloc[0])
-        rho = s.metrics.get("atlas_spearman")
-        title = f"atlas · {s.label}" + (f" · Spearman ρ {rho:.2f} [{s.metrics.get('atlas_spearman_ci_low'):.2f}, "
-                                        f"{s.metrics.get('atlas_spearman_ci_high'):.2f}]" if rho is not None else "")
-        fig = {"data": [trace], "layout": {
-            "height": 420, "margin": dict(b=50, l=60, r=40, t=60), "title": {"text": title, "font": {"size": 13}},
-            "xaxis": {"title": {"text": "attention accuracy, target → cue (scored half)"}, "range": [-0.02, 1.02]},
-            "yaxis": {"title": {"text": "effect when patched at every piece"}},
-            "shapes": [{"type": "line", "x0": base, "x1": base, "yref": "paper", "y0": 0, "y1": 1,
-                        "line": {"dash": "dash", "color": "grey", "width": 1}}],
-            "annotations": [{"x": base, "yref": "paper", "y": 1, "text": "offset baseline", "showarrow": False,
-                             "font": {"size": 10}, "xanchor": "left"}]}}
-        out.append((f"atlas · {s.label}", fig, 0))
+        for rel, a in s.patching_atlas.groupby("relation", sort=False):
+            out.append(_atlas_figure(s, rel, a))
     return out
+
+
+def _atlas_figure(s: Any, rel: str, a: pd.DataFrame) -> Fig:
+    """One relation's atlas of one source."""
+    n_layers = int(a["layer"].max()) + 1
+    custom = a[["layer", "head", "quadrant", "attention_ci_low", "attention_ci_high", "effect_ci_low",
+                "effect_ci_high", "p_adjusted"]].copy()
+    for c in ("attention_ci_low", "attention_ci_high", "effect_ci_low", "effect_ci_high"):
+        custom[c] = custom[c].map(lambda v: f"{v:.3f}")
+    custom["p_adjusted"] = custom["p_adjusted"].map(lambda v: f"{v:.2g}")
+    trace = {"type": "scatter", "mode": "markers", "x": a["attention_accuracy"].round(4).tolist(),
+             "y": a["effect"].round(5).tolist(), "customdata": custom.to_numpy().tolist(),
+             "hovertemplate": "L%{customdata[0]} H%{customdata[1]}: %{customdata[2]}<br>attention accuracy "
+                              "%{x:.3f} [%{customdata[3]}, %{customdata[4]}]<br>effect %{y:+.3f} "
+                              "[%{customdata[5]}, %{customdata[6]}], p adjusted %{customdata[7]}<extra></extra>",
+             "marker": {"color": a["layer"].tolist(), "cmin": -0.5, "cmax": n_layers - 0.5, "size": 8,
+                        "colorscale": [list(v) for v in P.colorscale("Viridis")], "showscale": True,
+                        "colorbar": {"title": {"text": "layer"}, "dtick": 1}}}
+    base = float(a["offset_baseline"].iloc[0])
+    r = (s.metrics.get("atlas") or {}).get(rel)
+    title = f"atlas · {rel} · {s.label}" + (f" · Spearman ρ {r['spearman']:.2f} [{r['spearman_ci_low']:.2f}, "
+                                            f"{r['spearman_ci_high']:.2f}]" if r else "")
+    fig = {"data": [trace], "layout": {
+        "height": 420, "margin": dict(b=50, l=60, r=40, t=60), "title": {"text": title, "font": {"size": 13}},
+        "xaxis": {"title": {"text": f"attention accuracy, target → cue ({rel}, scored half)"},
+                  "range": [-0.02, 1.02]},
+        "yaxis": {"title": {"text": "effect when patched at every piece"}},
+        "shapes": [{"type": "line", "x0": base, "x1": base, "yref": "paper", "y0": 0, "y1": 1,
+                    "line": {"dash": "dash", "color": "grey", "width": 1}}],
+        "annotations": [{"x": base, "yref": "paper", "y": 1, "text": "offset baseline", "showarrow": False,
+                         "font": {"size": 10}, "xanchor": "left"}]}}
+    return (title, fig, 0)
 
 
 def atlas_table(sources: Sequence[Any]) -> pd.DataFrame:
@@ -86,6 +92,7 @@ def atlas_table(sources: Sequence[Any]) -> pd.DataFrame:
               if s.patching_atlas is not None and len(s.patching_atlas)]
     if not frames:
         return pd.DataFrame()
-    cols = ["source", "layer", "head", "quadrant", "attention_accuracy", "attention_ci_low", "attention_ci_high",
+    cols = ["source", "relation", "layer", "head", "quadrant", "attention_accuracy", "attention_ci_low", "attention_ci_high",
             "offset_baseline", "effect", "effect_ci_low", "effect_ci_high", "p_adjusted"]
-    return pd.concat(frames, ignore_index=True)[cols].sort_values(["source", "effect"], ascending=[True, False])
+    return pd.concat(frames, ignore_index=True)[cols].sort_values(["source", "relation", "effect"],
+                                                                  ascending=[True, True, False])

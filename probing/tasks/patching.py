@@ -153,26 +153,46 @@ def _direct_paths(encoder: Encoder, batches: Sequence, readout, m: PairMetrics, 
     return {}
 
 
+def arc_relation(pair: MinimalPair) -> str:
+    """The relation of the arc from target to cue (the cue's label where the target is its head: nsubj for
+    agreement, det for determiners); ``no arc`` where they are not joined (a reflexive and its antecedent)."""
+    cue = pair.roles["cue"]
+    if pair.clean.heads is None:
+        return "no tree"
+    return pair.clean.relations[cue] if pair.clean.heads[cue] == pair.target else "no arc"
+
+
 def _atlas(encoder: Encoder, pairs: Sequence[MinimalPair], m: PairMetrics, causal: bool, pc: PatchingConfig,
            seed: int, choose: np.ndarray, score: np.ndarray, keys: dict) -> tuple[Optional[pd.DataFrame], dict]:
-    """Attention accuracy on the pairs' own target -> cue arcs beside the effect, on the scored half."""
+    """Per relation of the pairs' target -> cue arcs, attention accuracy on them beside the effect, on the scored
+    half (relations with fewer than 4 scored pairs, or 2 choosing ones, are not drawn)."""
     if any("cue" not in p.roles for p in pairs):
         return None, {"atlas": "not drawn: some pairs name no cue word"}
     points = pointing(encoder, pairs, causal, pc.batch_size)
-    offset, hit = offset_baseline(pairs, choose, score)
-    counts = resample_counts(len(score), pc.bootstrap, seed)
-    eff = normalised(m.heads[ALL][..., score], m.clean[:, score], m.corrupt[:, score], counts)
-    n_layers, n_heads = eff.point.shape
-    rows = pd.DataFrame({"layer": np.repeat(np.arange(n_layers), n_heads), "head": np.tile(np.arange(n_heads), n_layers),
-                         **summary(eff, pc.ci, pc.multiplicity)})
-    table, corr = atlas_table(points, hit, rows, eff.samples.reshape(len(eff.samples), -1), score, counts, pc.ci,
-                              pc.alpha)
-    relations = Counter(p.clean.relations[p.roles["cue"]] for p in pairs if p.clean.relations)
-    info = {"atlas_spearman": corr["rho"], "atlas_spearman_ci_low": corr["ci_low"],
-            "atlas_spearman_ci_high": corr["ci_high"], "atlas_offset": offset,
-            "atlas_offset_baseline": float(hit[score].mean()), "atlas_quadrants": quadrant_counts(table),
-            "atlas_relations": dict(relations)}
-    return pd.DataFrame({**keys, **{c: table[c] for c in table.columns}}), info
+    relation = np.array([arc_relation(p) for p in pairs])
+    tables, per = [], {}
+    for rel in sorted(set(relation[score]), key=lambda r: -np.sum(relation[score] == r)):
+        sc, ch = score[relation[score] == rel], choose[relation[choose] == rel]
+        if len(sc) < 4 or len(ch) < 2:
+            continue
+        offset, hit = offset_baseline(pairs, ch, sc)
+        counts = resample_counts(len(sc), pc.bootstrap, seed)
+        eff = normalised(m.heads[ALL][..., sc], m.clean[:, sc], m.corrupt[:, sc], counts)
+        n_layers, n_heads = eff.point.shape
+        rows = pd.DataFrame({"layer": np.repeat(np.arange(n_layers), n_heads),
+                             "head": np.tile(np.arange(n_heads), n_layers), **summary(eff, pc.ci, pc.multiplicity)})
+        table, corr = atlas_table(points, hit, rows, eff.samples.reshape(len(eff.samples), -1), sc, counts, pc.ci,
+                                  pc.alpha)
+        tables.append(pd.DataFrame({**keys, "relation": rel, "n_pairs": len(sc), **{c: table[c] for c in table}}))
+        per[rel] = {"spearman": corr["rho"], "spearman_ci_low": corr["ci_low"], "spearman_ci_high": corr["ci_high"],
+                    "offset": offset, "offset_baseline": float(hit[sc].mean()), "n_pairs": len(sc),
+                    "quadrants": quadrant_counts(table)}
+    if not tables:
+        return None, {"atlas": "not drawn: no relation has 4 scored pairs"}
+    first = next(iter(per))
+    info = {"atlas_relation": first, **{f"atlas_{k}": v for k, v in per[first].items() if k != "n_pairs"},
+            "atlas": per}
+    return pd.concat(tables, ignore_index=True), info
 
 
 def _usable(encoder: Encoder, pairs: list[MinimalPair], causal: bool) -> tuple[list, list, Counter]:
@@ -196,7 +216,8 @@ def _write_figures(out: RunOutput, heads: pd.DataFrame, residual: pd.DataFrame, 
     if len(residual):
         out.figure(figures.residual_heatmap(residual, title, fig_dir / "patching_residual.png"))
     if atlas is not None:
-        out.figure(figures.atlas_scatter(atlas, metrics, title, fig_dir / "patching_atlas.png"))
+        for path in figures.atlas_scatters(atlas, metrics.get("atlas", {}), title, fig_dir):
+            out.figure(path)
 
 
 def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
@@ -265,7 +286,8 @@ def _console(metrics: dict, top: pd.DataFrame) -> str:
                      f"[{metrics['attribution_spearman_ci_low']:.3f}, {metrics['attribution_spearman_ci_high']:.3f}]")
     if "atlas_quadrants" in metrics:
         q = metrics["atlas_quadrants"]
-        lines.append(f"atlas: attention accuracy on target->cue vs effect, Spearman {metrics['atlas_spearman']:.2f} "
+        lines.append(f"atlas ({metrics['atlas_relation']}): attention accuracy on target->cue vs effect, Spearman "
+                     f"{metrics['atlas_spearman']:.2f} "
                      f"[{metrics['atlas_spearman_ci_low']:.2f}, {metrics['atlas_spearman_ci_high']:.2f}]; "
                      + ", ".join(f"{k} {v}" for k, v in q.items()))
     return "\n".join(lines)

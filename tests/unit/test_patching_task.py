@@ -30,7 +30,9 @@ def _lexicon() -> list[str]:
     words = {"the", "that", "."}
     for d in (mp.SUBJECTS, mp.VERBS, mp.ATTRACTORS):
         words |= set(d) | set(d.values())
-    words |= set(mp.PREPS) | set(mp.PAST) | set(mp.ADJS)
+    words |= set(mp.PREPS) | set(mp.PAST) | set(mp.ADJS) | set(mp.DETERMINERS) | set(mp.DETERMINERS.values())
+    words |= set(mp.GENDERED) | {v[0] for v in mp.GENDERED.values()} | {v[1] for v in mp.GENDERED.values()}
+    words |= set(mp.INTRANSITIVE_PAST) | set(mp.REFLEXIVE_VERBS) | {"themselves"}
     return sorted(words)
 
 
@@ -125,3 +127,12 @@ def test_the_dashboard_has_the_effect_maps_and_the_atlas_with_hover_per_head(tmp
     first = atlas.sort_values("effect", ascending=False).iloc[0]
     assert first["quadrant"] in html and "attention accuracy, target → cue" in html
     assert html.count("patching effects · ") >= 1
+
+
+def test_the_atlas_is_drawn_per_relation_of_the_target_cue_arc(tmp_path, bert_dir):
+    result = _run(tmp_path, bert_dir, "pairs-bert", kinds=["agreement", "determiner", "reflexive"], n_pairs=36,
+                  positions=["all", "cue"], residual=False)
+    atlas = pd.read_csv(tmp_path / "patching_atlas.csv")
+    assert set(atlas["relation"]) == {"nsubj", "det", "no arc"}  # a reflexive and its antecedent share no arc
+    assert set(result.metrics["atlas"]) == {"nsubj", "det", "no arc"}
+    assert (atlas.groupby("relation").size() == 8).all()  # every head, once a relation
