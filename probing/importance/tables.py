@@ -76,7 +76,7 @@ def drop_rows(sums: Sums, groups: Sequence[str], keep: Sequence[int], labels: Se
     bootstrap p-value of harm (:func:`harm_p`; adjusted later, across a family the caller knows). Also returns
     the point drops ``(A, G)`` and their resamples ``(n, A, G)``."""
     score, loss = (x[0] for x in changes(sums, np.ones((1, len(sums.sentences)))))
-    if len(weights):
+    if len(weights) and len(labels):  # no settings (method=gradient): no resamples to take
         s_samp, l_samp = changes(sums, weights)
         (lo, hi), (llo, lhi) = _interval(s_samp, ci), _interval(l_samp, ci)
         p, lp = harm_p(s_samp), harm_p(l_samp)

@@ -352,6 +352,7 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
         heldout = _heldout(sums, importance, groups, keep, p, imp, heads, seed, readout.metric)
         out.table(schema.IMPORTANCE_HELDOUT.name, _with_ident(heldout, ident, schema.IMPORTANCE_HELDOUT))
         metrics.update(_headline(heldout, None))
+        metrics["heads_passing_power"] = _heads_power(imp.bootstrap, p.n_layers * p.n_heads, heads.alpha)
         metrics["conventions"]["most_important"] = (
             "per relation the head whose single ablation costs most on a seeded half of the evaluation sentences, "
             "its drop on the other half (the importance_heldout table)")
@@ -391,6 +392,7 @@ def _write_pruning(prune: pd.DataFrame, metrics: dict, out: RunOutput, imp: Impo
     prune["seed"] = pd.array(prune["seed"], dtype="Int64")
     prune = out.table(schema.PRUNING.name, prune)
     metrics.update(_bend(prune))
+    metrics["pruning_refit"] = bool(imp.pruning_refit)  # whether each point's readout was refitted
     if imp.figures:
         out.figure(figures.pruning_plot(prune, schema.ALL, metric, title, out.dir / "figures" / "pruning_all.png"))
 
@@ -478,6 +480,17 @@ def _heldout(sums, importance: pd.DataFrame, groups, keep, p: _Passes, imp: Impo
     passing = {str(rel): (int(t["p_adjusted"].notna().sum()), int((t["p_adjusted"] < h.alpha).sum()))
                for rel, t in one.groupby("relation")}
     return heldout_rows(single, groups, keep, p.n_heads, split, w, imp.ci, passing)
+
+
+def _heads_power(resamples: int, tests: int, alpha: float) -> dict:
+    """Whether a head's drop can pass the test adjusted across a relation's ``tests`` heads at all: the smallest
+    bootstrap p-value, 1/(1+B), against alpha/tests (a warning when it cannot)."""
+    needed = resamples_needed(tests, alpha)
+    if resamples < needed:
+        log.warning("importance.bootstrap=%d: no head's drop can pass the test adjusted across %d heads at alpha=%s "
+                    "(heads_passing is 0 by construction); %d or more resamples are needed", resamples, tests, alpha,
+                    needed)
+    return {"resamples": resamples, "tests": tests, "resamples_needed": needed, "enough": resamples >= needed}
 
 
 def _headline(heldout: pd.DataFrame, accuracy: Optional[pd.DataFrame]) -> dict:
@@ -607,8 +620,8 @@ def _console(metrics: dict, metric: str, sizes: str) -> str:
         if k.startswith("prunable_fraction_") and not isinstance(v, list):
             lines.append(f"  {k}: {v:.2f}")
     if metrics.get("pruning_floor") is not None:
-        lines.append(f"  all heads ablated: {metrics['pruning_floor']:.4f} ({metrics['pruning_room']:+.4f} below "
-                     "unablated)")
+        lines.append(f"  all heads ablated: {metrics['pruning_floor']:.4f} (unablated minus it: "
+                     f"{metrics['pruning_room']:+.4f})")
     return "\n".join(lines)
 
 

@@ -154,3 +154,21 @@ def test_refit_fits_the_readout_again_on_the_pruned_model():
     assert not torch.allclose(refit.weight, frozen.weight)  # fitted on the pruned model's vectors
     own = evaluate(model, [batch], refit, settings[1:2], None, replicas=1)
     np.testing.assert_allclose(sums.hits[1], own.hits[0])
+
+
+def test_no_ablation_settings_give_no_drop_rows():
+    """method=gradient ablates nothing: the drop table is empty, with resamples or without."""
+    from probing.importance.tables import drop_rows
+
+    empty = np.zeros((0, 2, 1))
+    sums = Sums(np.array([0, 1]), np.full((2, 1), 2.0), np.full((2, 1), 2.0), np.zeros((2, 1)), empty, empty)
+    table, drop, samples = drop_rows(sums, ["all"], [0], [], "accuracy", np.ones((3, 2)), 0.95)
+    assert table.empty and drop.shape == (0, 1) and samples.shape == (0, 0, 1)
+
+
+def test_heads_passing_needs_enough_resamples_to_pass_the_adjusted_threshold():
+    from probing.tasks.importance import _heads_power
+
+    # the first BH step across 72 heads at 0.05 needs p <= 0.05 / 72: 1 / (1 + B) gets there from B = 1439
+    assert _heads_power(500, 72, 0.05) == {"resamples": 500, "tests": 72, "resamples_needed": 1439, "enough": False}
+    assert _heads_power(1439, 72, 0.05)["enough"] and 1 / 1440 <= 0.05 / 72 < 1 / 1439
