@@ -148,6 +148,10 @@ PATCHING = _t("patching", PATCHING_KEYS + ("position", LAYER, HEAD), _EFFECT + (
               "readout seeds (effect_seed_sd their sd); interval and two-sided p-value by resampling pairs, adjusted "
               "across the heads of a position (patching.multiplicity); attribution: the same ratio of gradient x "
               "(corrupt - clean) estimates")
+PATCHING_PAIRS = _t("patching_pairs", PATCHING_KEYS + ("position", "pair", "readout_seed", LAYER, HEAD),
+                    ("kind", "patched", "clean", "corrupt"),
+                    "task=patching: every pair's readout metric with each head patched at each position the pair has, "
+                    "beside its clean and corrupt metrics (the per-pair numbers behind patching, for analyses by kind)")
 PATCHING_RESIDUAL = _t("patching_residual", PATCHING_KEYS + ("position", LAYER), _EFFECT,
                        "task=patching: each layer's input (the residual stream) patched at a position, as patching")
 PATCHING_TOP = _t("patching_top", PATCHING_KEYS + ("rank",),

@@ -120,6 +120,22 @@ def _position_rows(m: PairMetrics, has: dict, counts_for, pc: PatchingConfig, ke
     return cat(heads_rows), cat(resid_rows)
 
 
+def _pair_rows(m: PairMetrics, pairs: Sequence[MinimalPair], has: dict, keys: dict) -> pd.DataFrame:
+    """Every pair's metric, clean, corrupt and with each head patched at each position it has, long (one row a
+    pair, readout, position, layer and head; the clean and corrupt metrics repeated), for analyses by kind."""
+    n_layers, n_heads, n_readouts, n = m.heads[ALL].shape
+    frames = []
+    for name, hits in has.items():
+        cols = np.flatnonzero(hits)
+        v = m.heads[name][..., cols]  # (L, H, S, n)
+        idx = np.indices(v.shape).reshape(4, -1)
+        frames.append(pd.DataFrame({"position": name, "pair": [pairs[i].id for i in cols[idx[3]]],
+                                    "kind": [pairs[i].kind for i in cols[idx[3]]], "readout_seed": idx[2],
+                                    "layer": idx[0], "head": idx[1], "patched": v.ravel(),
+                                    "clean": m.clean[idx[2], cols[idx[3]]], "corrupt": m.corrupt[idx[2], cols[idx[3]]]}))
+    return pd.DataFrame({**keys, **{c: v for c, v in pd.concat(frames, ignore_index=True).items()}})
+
+
 def _top_heads(m: PairMetrics, pc: PatchingConfig, seed: int, keys: dict) -> pd.DataFrame:
     """The ``top_k`` heads by effect (position ``all``) on one half of the pairs, scored on the other half (their
     p-values adjusted across the k)."""
@@ -250,6 +266,7 @@ def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
     keys = {"model": metrics["model"], "pairs": source, "readout": str(kind)}
     heads, residual = _position_rows(m, has, lambda n: resample_counts(n, pc.bootstrap, cfg.seed), pc, keys)
     out.table(schema.PATCHING.name, heads)
+    out.table(schema.PATCHING_PAIRS.name, _pair_rows(m, pairs, has, keys))
     if len(residual):
         out.table(schema.PATCHING_RESIDUAL.name, residual)
     top, choose, score = _top_heads(m, pc, cfg.seed, keys)

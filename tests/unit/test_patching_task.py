@@ -84,6 +84,13 @@ def _check_tables(tmp_path, n_layers=2, n_heads=4):
     resid = pd.read_csv(tmp_path / "patching_residual.csv")
     first = resid[(resid["layer"] == 0)].set_index("position")["effect"]
     np.testing.assert_allclose(first[["all", "cue"]], 1.0, atol=1e-4)  # only the cue differs between the sides
+    pairs = pd.read_parquet(tmp_path / "patching_pairs.parquet")
+    one = pairs[(pairs.position == "all")]
+    # the table's effect is the ratio of the per-pair means (readouts averaged)
+    g = one.groupby(["readout_seed", "layer", "head"])[["patched", "clean", "corrupt"]].mean()
+    ratio = ((g.patched - g.clean) / (g.corrupt - g.clean)).groupby(["layer", "head"]).mean()
+    got = heads[heads.position == "all"].set_index(["layer", "head"])["effect"]
+    np.testing.assert_allclose(ratio.loc[got.index], got, rtol=1e-6)
     top = pd.read_csv(tmp_path / "patching_top.csv")
     assert len(top) == 3 and (top["n_pairs"] == 12).all()
     atlas = pd.read_csv(tmp_path / "patching_atlas.csv")
