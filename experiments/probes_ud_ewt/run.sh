@@ -43,6 +43,10 @@ timed "all heads: relation, arc, edge (3 jobs)" probing -m experiment=probes_ud_
   hydra.sweep.dir=$OUT/all_heads
 probing-collect $OUT/all_heads
 
+# the edge probe again with non-arcs matched to the arcs' word distances (distance alone is then at chance)
+timed "all heads: edge, distance-matched negatives (1 job)" probing experiment=probes_ud_ewt probe=edge \
+  probe.negatives=distance_matched hydra.run.dir=$OUT/edge_matched
+
 # one head at a time (72 jobs), relation probe
 timed "head sweep, relation (72 jobs)" probing -m experiment=head_sweep $LAUNCH \
   hydra.sweep.dir=$OUT/head_sweep_relation
@@ -68,3 +72,4 @@ if [ "$FULL_TRAIN" = 1 ]; then
 fi
 
 python $HERE/figures.py $OUT
+python $HERE/figures.py --margins $OUT
