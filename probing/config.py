@@ -40,8 +40,10 @@ class DataKind(Choice):
 class Pooling(Choice):
     """How word pieces become words.
 
-    ``mean_sum`` (Clark et al. 2019): attention *from* a split word is the mean of its pieces' rows,
-    attention *to* a split word is the sum of its pieces' columns. Rows still sum to 1.
+    ``mean_sum`` (Clark et al. 2019, section 4.1): attention *from* a split word is the mean of its pieces' rows,
+    attention *to* a split word is the sum of its pieces' columns. Rows still sum to 1. (Their released code,
+    clarkkev/attention-analysis, keeps the first piece's row by default: ``get_word_word_attention(mode="first")``,
+    columns still summed.)
     ``first``: the first piece stands for the word on both sides; rows are renormalised to sum to 1.
     """
 
