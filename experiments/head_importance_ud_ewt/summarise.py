@@ -5,24 +5,39 @@ number the README quotes is in one of the tables written here:
   majority label), the margin over the best of them and whether it clears ``importance.baseline_margin``, the
   score with every head ablated, the readout's fit, the evaluation arcs and the stage wall times;
 - ``heads.md``: per readout, the five largest single-head drops on all arcs and the three smallest, the five heads
-  of largest gradient importance and every leave-one-layer-in drop, with their bootstrap intervals;
-- ``per_relation.md``: per readout and relation, the head whose ablation costs most, with its interval;
+  of largest gradient importance and every leave-one-layer-in drop, with their bootstrap intervals and (drops)
+  the one-sided bootstrap p-value of harm adjusted across the 72 heads (the 6 layers);
+- ``per_relation.md``: per readout and relation, the head whose ablation costs most on a seeded half of the
+  evaluation sentences, its drop there and its drop and interval on the other half, and how many heads' drops
+  pass the test adjusted across heads on all sentences; ``per_relation_summary.md``: per readout, the mean drop of
+  the chosen heads on the choosing half against the scoring half (the winner's curse), the held-out intervals
+  above and below 0, and the heads passing over all relations;
 - ``link.md``: Spearman over heads between attention accuracy and single-head importance, per readout, relation
   and direction, with its interval, one-sided bootstrap p, Benjamini-Hochberg p_adjusted and decision;
 - ``link_summary.md``: per readout and direction, the links tested, those BH-positive, and those whose interval
   lies above or below 0;
-- ``pruning.md``: the pruning curves on all arcs (random orders: mean and the min-max band of the orders);
+- ``pruning.md``: the pruning curves on all arcs, each point with its interval over sentences (random orders: their
+  mean curve, resampled jointly, and the min-max band of the single orders), the all-heads-ablated floor and the
+  share of the room down to it lost;
 - ``prunable.md``: per readout and order (each random order, and their mean curve), the largest fraction of heads
-  removed with the score within 5 points of the unablated score, and the curve's peak.
+  removed with the score within 5 points of the unablated score, the score there with its interval, the floor, the
+  room down to it and the share of it lost there, and the curve's peak;
+- ``passing.md`` (with ``--passing``): ``per_relation.md``'s columns from runs of the same readouts, sentences and
+  seed with more bootstrap resamples (enough for a head's drop to pass the test adjusted across 72 heads);
+- ``pruning_refit.md`` (with ``--refit``): the curves of a run with ``importance.pruning_refit=true`` (the readout
+  refitted at every point with that point's heads ablated) beside the same orders' curves of the frozen run of
+  the same readout, sentences and seed.
 
 Figures (named by readout): ``importance_vs_attention_<readout>.png`` (per relation, the single-head drop heatmap
-beside the dep→head attention-accuracy heatmap), ``pruning_all_<readout>.png`` (curves on all arcs with the band
-of the random orders, the 5-point line and the trivial baselines), ``importance_<relation>_<readout>.png`` (the
+beside the dep→head attention-accuracy heatmap), ``pruning_all_<readout>.png`` (curves on all arcs with their
+intervals, the random mean's interval and the band of the single random orders, the 5-point line, the
+all-heads-ablated floor and the trivial baselines), ``importance_<relation>_<readout>.png`` (the
 run's scatter of attention accuracy against importance). Attention accuracy is each run's own ``heads`` table
 (computed on the evaluation sentences), or ``--heads`` (a ``task=heads`` run dir over the same sentences).
 
     python experiments/head_importance_ud_ewt/summarise.py RUN_DIR [RUN_DIR ...] [--heads HEADS_RUN_DIR] \
-        [--relations all nsubj det ...] [--out DIR]
+        [--relations all nsubj det ...] [--passing RUN_DIR ...] [--refit REFIT_RUN_DIR] [--frozen FROZEN_RUN_DIR] \
+        [--out DIR]
 """
 
 from __future__ import annotations
@@ -71,21 +86,26 @@ def heatmaps(imp: pd.DataFrame, link: pd.DataFrame, accuracy: pd.DataFrame, rela
 
 
 def pruning_figure(prune: pd.DataFrame, metrics: dict, metric: str, title: str, path: Path) -> None:
-    """The curves on all arcs: informed orders as lines, random orders as their mean and min-max band, the
-    unablated score minus 5 points dashed, the trivial baselines dotted."""
+    """The curves on all arcs: informed orders and the random orders' mean as lines with their 95% intervals
+    over sentences, the single random orders as a min-max band, the unablated score minus 5 points dashed, the
+    all-heads-ablated floor and the trivial baselines dotted."""
     t = prune[prune.relation == "all"]
     fig, ax = plt.subplots(figsize=(5.6, 3.8), dpi=90)
     for order, s in t.groupby("order", sort=True):
-        curve = s.groupby("fraction_removed")["score"]
-        x = np.array(sorted(s.fraction_removed.unique()), dtype=float)
+        s = s.sort_values("fraction_removed")
+        x = s.fraction_removed.to_numpy(float)
         if order == "random":
-            n = s.seed.nunique()
-            ax.fill_between(x, curve.min().to_numpy(), curve.max().to_numpy(), alpha=0.25, color="grey")
-            ax.plot(x, curve.mean().to_numpy(), color="grey", label=f"random ({n} orders: mean, min-max)")
-        else:
-            ax.plot(x, curve.mean().to_numpy(), marker="o", ms=3, label=str(order))
+            band = s.groupby("fraction_removed")["score"]
+            ax.fill_between(band.min().index.to_numpy(float), band.min().to_numpy(), band.max().to_numpy(),
+                            alpha=0.12, color="grey", label=f"random ({s.seed.nunique()} orders: min-max)")
+            continue
+        mean = order == "random_mean"
+        (line,) = ax.plot(x, s.score.to_numpy(), marker="o", ms=3, color="dimgrey" if mean else None,
+                          label="random (mean)" if mean else str(order))
+        ax.fill_between(x, s.ci_low.to_numpy(float), s.ci_high.to_numpy(float), alpha=0.2, color=line.get_color())
     clean = metrics[f"clean_{metric}"]
     ax.axhline(clean - 0.05, color="black", ls="--", lw=0.8, label="unablated − 5 points")
+    ax.axhline(float(t.floor.iloc[0]), color="tab:purple", ls=":", lw=1, label="all heads ablated")
     for name, value in (metrics.get("readout_baselines") or {}).items():
         ax.axhline(value, color="tab:red", ls=":", lw=0.9)
         ax.annotate(name, (1.0, value), xytext=(-2, 2), textcoords="offset points", ha="right", fontsize=7,
@@ -124,7 +144,8 @@ def readout_row(readout: str, metric: str, metrics: dict, imp: pd.DataFrame, pru
            "baselines": ", ".join(f"{k} {v:.3f}" for k, v in base.items()),
            "best_baseline": max(base.values()) if base else None, "margin": metrics.get("readout_margin"),
            "beats_by_0.05": metrics.get("readout_beats_baselines"),
-           "all_heads_ablated": float(t[t.fraction_removed == 1].score.iloc[0]),
+           "all_heads_ablated": float(t.floor.iloc[0]),
+           "room_to_floor": metrics[f"clean_{metric}"] - float(t.floor.iloc[0]),
            "fit": (f"held-out UAS {fit['heldout_uas']:.3f} on {fit['heldout_sentences']} sentences, best epoch "
                    f"{fit['best_epoch']} of {fit['epochs_run']}" if fit.get("heldout_uas") is not None else "")}
     seconds = metrics.get("stage_seconds", {})
@@ -148,19 +169,26 @@ def head_rows(readout: str, metric: str, imp: pd.DataFrame, top: int = 5) -> lis
             head = f"L{int(r.layer)}" + ("" if pd.isna(r.head) else f"H{int(r.head)}")
             rows.append({"readout": readout, "method": method, "measure": m,
                          "head": head if method != "layer_in" else f"only L{int(r.layer)} kept",
-                         "score": r.score, "ci_low": r.ci_low, "ci_high": r.ci_high})
+                         "score": r.score, "ci_low": r.ci_low, "ci_high": r.ci_high, "p_adjusted": r.p_adjusted})
     return rows
 
 
-def per_relation_rows(readout: str, metric: str, imp: pd.DataFrame) -> list[dict]:
-    one = imp[(imp.method == "ablation") & (imp.metric == f"{metric}_drop")]
-    rows = []
-    for rel, t in one.groupby("relation", sort=True):
-        r = t.sort_values("score", ascending=False, kind="stable").iloc[0]
-        rows.append({"readout": readout, "relation": rel, "arcs": int(r.n),
-                     "head": f"L{int(r.layer)}H{int(r['head'])}", "drop": r.score, "ci_low": r.ci_low,
-                     "ci_high": r.ci_high})
-    return rows
+def per_relation_rows(readout: str, heldout: pd.DataFrame) -> list[dict]:
+    """The run's importance_heldout rows: the head chosen on one half, its drop on the other."""
+    return [{"readout": readout, "relation": r.relation, "head": f"L{int(r.layer)}H{int(r.head)}",
+             "drop_choosing_half": r.chosen_drop, "arcs_scoring_half": int(r.n), "drop": r.score,
+             "ci_low": r.ci_low, "ci_high": r.ci_high, "heads_passing": int(r.heads_passing),
+             "heads_tested": int(r.heads_tested)}
+            for r in heldout.sort_values("relation").itertuples()]
+
+
+def per_relation_summary(per_rel: pd.DataFrame) -> pd.DataFrame:
+    """Per readout: relations, the chosen heads' mean drop where chosen and held out, held-out intervals above
+    and below 0, and heads passing (summed over relations)."""
+    return pd.DataFrame([{"readout": r, "relations": len(t), "mean_drop_choosing_half": t.drop_choosing_half.mean(),
+                          "mean_drop_scoring_half": t["drop"].mean(), "ci_above_0": int((t.ci_low > 0).sum()),
+                          "ci_below_0": int((t.ci_high < 0).sum()), "heads_passing": int(t.heads_passing.sum())}
+                         for r, t in per_rel.groupby("readout", sort=False)])
 
 
 def link_summary(link: pd.DataFrame) -> pd.DataFrame:
@@ -175,11 +203,16 @@ def link_summary(link: pd.DataFrame) -> pd.DataFrame:
 
 
 def pruning_table(prune: pd.DataFrame) -> pd.DataFrame:
-    """The ``all`` curves of one run: a row per (order, fraction removed), random orders as mean, min and max."""
+    """The ``all`` curves of one run: a row per informed order and the random mean, and fraction removed, with
+    its interval over sentences, the single random orders' min and max beside the mean, the floor and the share
+    of the room down to it lost."""
     t = prune[prune.relation == "all"]
-    out = (t.groupby(["readout", "order", "fraction_removed", "heads_removed"])["score"]
-           .agg(score="mean", low="min", high="max").reset_index())
-    return out.astype({"fraction_removed": float, "heads_removed": int})
+    band = (t[t.order == "random"].groupby("fraction_removed")["score"].agg(orders_min="min", orders_max="max"))
+    out = t[t.order != "random"].merge(band, how="left", left_on="fraction_removed", right_index=True)
+    out.loc[out.order != "random_mean", ["orders_min", "orders_max"]] = np.nan
+    out = out[["readout", "order", "fraction_removed", "heads_removed", "score", "ci_low", "ci_high", "orders_min",
+               "orders_max", "floor", "share_to_floor"]]
+    return out.astype({"fraction_removed": float, "heads_removed": int}).reset_index(drop=True)
 
 
 def prunable_rows(readout: str, prune: pd.DataFrame) -> list[dict]:
@@ -187,22 +220,40 @@ def prunable_rows(readout: str, prune: pd.DataFrame) -> list[dict]:
     all-arcs score first falls more than 5 points below the unablated score (metrics.json's rule), the score
     there, and the curve's peak with the fraction where it is reached."""
     t = prune[prune.relation == "all"]
-    curves = [(o, "", s.groupby("fraction_removed")["score"].mean()) for o, s in t.groupby("order", sort=True)
-              if o != "random"]
-    rnd = t[t.order == "random"]
-    curves += [("random", str(int(seed)), s.set_index("fraction_removed")["score"])
-               for seed, s in rnd.groupby("seed", sort=True)]
-    if len(rnd):
-        curves.append(("random", "mean", rnd.groupby("fraction_removed")["score"].mean()))
+    curves = [(o, "", s.set_index("fraction_removed")) for o, s in t.groupby("order", sort=True)
+              if o not in ("random", "random_mean")]
+    curves += [("random", str(int(seed)), s.set_index("fraction_removed"))
+               for seed, s in t[t.order == "random"].groupby("seed", sort=True)]
+    mean = t[t.order == "random_mean"]
+    if len(mean):
+        curves.append(("random", "mean", mean.set_index("fraction_removed")))
     heads = t.groupby("fraction_removed")["heads_removed"].first()
     rows = []
-    for order, seed, curve in curves:
-        curve = curve.sort_index()
+    for order, seed, c in curves:
+        c = c.sort_index()
+        curve = c.score
         f = _within_5_points(curve)
         rows.append({"readout": readout, "order": order, "seed": seed, "unablated": float(curve.iloc[0]),
                      "within_5_points_to": f, "heads_removed": int(heads[f]), "score_there": float(curve[f]),
+                     "ci_low": float(c.ci_low[f]), "ci_high": float(c.ci_high[f]), "floor": float(c.floor.iloc[0]),
+                     "room": float(curve.iloc[0] - c.floor.iloc[0]), "share_to_floor_there": float(c.share_to_floor[f]),
                      "peak": float(curve.max()), "peak_at": float(curve.idxmax())})
     return rows
+
+
+def refit_table(frozen: pd.DataFrame, refit: pd.DataFrame) -> pd.DataFrame:
+    """The all-arcs curves of a refit run beside the frozen run's curves of the same orders (the gradient
+    order is chosen with the frozen readout in both, so the orders are the same): a row per order and point (the
+    single random orders, not their mean)."""
+    cols = ["order", "seed", "fraction_removed", "heads_removed"]
+    keep = ["score", "ci_low", "ci_high", "floor"]
+    f = frozen[(frozen.relation == "all") & (frozen.order != "random_mean")][cols + keep]
+    r = refit[(refit.relation == "all") & (refit.order != "random_mean")][cols + keep]
+    t = f.merge(r, on=cols, suffixes=("_frozen", "_refit"))
+    t.insert(0, "readout", str(refit.readout.iloc[0]))
+    t["seed"] = t.seed.astype("string").fillna("")
+    t["refit_minus_frozen"] = t.score_refit - t.score_frozen
+    return t.astype({"fraction_removed": float, "heads_removed": int}).reset_index(drop=True)
 
 
 def main() -> None:
@@ -210,6 +261,11 @@ def main() -> None:
     ap.add_argument("run_dirs", type=Path, nargs="+", help="task=importance run dirs (one per readout)")
     ap.add_argument("--heads", type=Path, help="a task=heads run dir over the same sentences (else each run's own)")
     ap.add_argument("--relations", nargs="+", default=["all", "nsubj", "det", "case", "amod"])
+    ap.add_argument("--passing", type=Path, nargs="+", default=[],
+                    help="runs with more bootstrap resamples: their held-out rows and heads passing (passing.md)")
+    ap.add_argument("--refit", type=Path, help="a run with importance.pruning_refit=true (pruning_refit.md)")
+    ap.add_argument("--frozen", type=Path, help="the frozen run --refit is set beside (default: the run dir of "
+                                                "the same readout)")
     ap.add_argument("--out", type=Path, default=HERE, help="where the tables and figures go (default: here)")
     args = ap.parse_args()
     out = args.out
@@ -217,7 +273,8 @@ def main() -> None:
     fixed = read_table(args.heads, "heads") if args.heads else None
     links, prunes, readouts, heads, per_rel, prunable = [], [], [], [], [], []
     for run_dir in args.run_dirs:
-        imp, link, prune = (read_table(run_dir, n) for n in ("importance", "importance_link", "pruning"))
+        imp, link, prune, held = (read_table(run_dir, n) for n in ("importance", "importance_link", "pruning",
+                                                                   "importance_heldout"))
         metrics = json.loads((run_dir / "metrics.json").read_text())
         readout, metric = str(imp.readout.iloc[0]), metrics["conventions"]["score"]
         acc = fixed if fixed is not None else read_table(run_dir, "heads")
@@ -234,8 +291,21 @@ def main() -> None:
         prunes.append(pruning_table(prune))
         readouts.append(readout_row(readout, metric, metrics, imp, prune))
         heads += head_rows(readout, metric, imp)
-        per_rel += per_relation_rows(readout, metric, imp)
+        per_rel += per_relation_rows(readout, held)
         prunable += prunable_rows(readout, prune)
+    if args.passing:
+        rows = []
+        for d in args.passing:
+            metrics = json.loads((d / "metrics.json").read_text())
+            rows += [{**r, "resamples": metrics["heads_passing_power"]["resamples"]}
+                     for r in per_relation_rows(str(metrics["readout"]), read_table(d, "importance_heldout"))]
+        (out / "passing.md").write_text(markdown(pd.DataFrame(rows)))
+    if args.refit:
+        refit = read_table(args.refit, "pruning")
+        frozen = (read_table(args.frozen, "pruning") if args.frozen else
+                  next(read_table(d, "pruning") for d in args.run_dirs
+                       if str(read_table(d, "pruning").readout.iloc[0]) == str(refit.readout.iloc[0])))
+        (out / "pruning_refit.md").write_text(markdown(refit_table(frozen, refit)))
     link = pd.concat(links, ignore_index=True).sort_values(["readout", "direction", "relation"])
     link = link[["readout", "relation", "direction", "n_heads", "rho", "ci_low", "ci_high", "ci_resampled", "p",
                  "p_adjusted", "positive"]]
@@ -245,6 +315,7 @@ def main() -> None:
     (out / "readouts.md").write_text(markdown(pd.DataFrame(readouts)))
     (out / "heads.md").write_text(markdown(pd.DataFrame(heads)))
     (out / "per_relation.md").write_text(markdown(pd.DataFrame(per_rel)))
+    (out / "per_relation_summary.md").write_text(markdown(per_relation_summary(pd.DataFrame(per_rel))))
     (out / "prunable.md").write_text(markdown(pd.DataFrame(prunable)))
 
 
