@@ -22,6 +22,7 @@ from probing.config import Multiplicity
 from probing.importance.scores import Sums
 from probing.schema import ALL
 from probing.stats.bootstrap import resample_counts
+from probing.stats.heldout import halves as split_halves
 from probing.stats.multiplicity import adjust, bootstrap_p, bootstrap_p_two_sided
 
 
@@ -103,10 +104,9 @@ def adjust_drops(table: pd.DataFrame, multiplicity: Multiplicity) -> pd.Series:
 
 def halves(sentences: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """A seeded split of the evaluation sentences (``sentences (S,)``, corpus indices in column order) into
-    the half a head is chosen on and the half it is scored on: two ``(S,)`` boolean masks. The first
-    ``S // 2`` of a seeded permutation of the corpus indices choose."""
-    perm = np.random.default_rng(seed).permutation(np.sort(sentences))
-    choose = np.isin(sentences, perm[: len(sentences) // 2])
+    the half a head is chosen on and the half it is scored on: two ``(S,)`` boolean masks, the selection half
+    of :func:`probing.stats.heldout.halves` over the sentences in corpus order choosing."""
+    choose = np.isin(sentences, np.sort(sentences)[split_halves(len(sentences), seed)[0]])
     return choose, ~choose
 
 
