@@ -629,7 +629,10 @@ class PatchingConfig(BootstrapSettings):
     attribution: bool = True  # attribution patching: gradient x (corrupt - clean) head outputs, beside the exact
     top_k: int = 5  # heads chosen by effect on one half of the pairs and scored on the other
     multiplicity: Multiplicity = Multiplicity.bh  # how the heads' p-values are adjusted (per position)
-    alpha: float = 0.05  # the level of the adjusted tests (a head "matters")
+    alpha: float = 0.05  # the level of the adjusted tests
+    # the atlas: a head "matters" when its effect (at every piece) exceeds this, by the one-sided test adjusted
+    # across heads (0.05: a twentieth of the way from the clean run to the corrupt one)
+    min_effect: float = 0.05
     batch_size: int = 32  # pairs per forward pass
     max_batch_tokens: int = 4096  # pieces x pairs per batch, before replication
     replicas: int = 12  # patches run together in one replicated pass

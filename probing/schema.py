@@ -163,12 +163,14 @@ PATCHING_TOP = _t("patching_top", PATCHING_KEYS + ("rank",),
                   "(path patching; post-LN norms linearised at their clean statistics), indirect_effect: the rest")
 PATCHING_ATLAS = _t("patching_atlas", PATCHING_KEYS + ("relation", LAYER, HEAD),
                     ("n_pairs", "attention_accuracy", "attention_ci_low", "attention_ci_high", "offset_baseline",
-                     "points", "effect", "effect_ci_low", "effect_ci_high", "p_adjusted", "matters", "quadrant"),
+                     "points", "effect", "effect_ci_low", "effect_ci_high", "p_adjusted", "p_matters", "matters",
+                     "quadrant"),
                     "task=patching: per relation of the target -> cue arcs (no arc: a reflexive's antecedent), on "
                     "the scored half of the pairs, how often each head's largest attention from the target goes to "
                     "the cue (the pairs' own arcs, whole clean sentences) beside the offset baseline chosen on the "
                     "other half (points: the difference's interval above 0), and its effect at every "
-                    "piece (matters: p_adjusted < patching.alpha and effect > 0)")
+                    "piece (p_adjusted: of effect != 0; p_matters: the one-sided test of effect > patching.min_effect, "
+                    "adjusted across heads; matters: p_matters < patching.alpha)")
 
 # ---- probes --------------------------------------------------------------------------------------------
 # The metric each probe reports as its headline (``metrics.json`` -> ``objective``, the dashboard's score).

@@ -5,8 +5,9 @@ from the target goes to the cue (the subject a verb agrees with, the determiner 
 antecedent); a causal model's row ranges over the words it can see. The direction is fixed before looking, so
 nothing is chosen on the scored pairs but the positional baseline: the offset from target to cue most common on the
 choosing half, scored on the other half. A head *points* when its accuracy beats that baseline (the lower end of
-the interval of the difference above 0) and *matters* when its patching effect is positive after the adjustment
-across heads.
+the interval of the difference above 0) and *matters* when its patching effect exceeds ``patching.min_effect`` (the
+one-sided bootstrap test, adjusted across heads): with a few hundred pairs a head can move the readout by a
+thousandth of the way to the corrupt run and pass a test of "not 0".
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import numpy as np
 import pandas as pd
 
 from probing.alignment import pool_attention
-from probing.config import Pooling
+from probing.config import Multiplicity, Pooling
 from probing.corpus.minimal_pairs import MinimalPair
 from probing.encoder import Encoder, length_batches
 from probing.patching.statistics import rank_correlation
 from probing.stats.bootstrap import percentile_interval
+from probing.stats.multiplicity import adjust
 
 QUADRANTS = {(True, True): "points and matters", (True, False): "points, does not matter",
              (False, True): "matters without pointing", (False, False): "neither"}
@@ -61,7 +63,8 @@ def offset_baseline(pairs: Sequence[MinimalPair], choose: np.ndarray, score: np.
 
 
 def atlas_table(points: np.ndarray, baseline_hit: np.ndarray, effects: pd.DataFrame, effect_samples: np.ndarray,
-                scored: np.ndarray, counts: np.ndarray, ci: float, alpha: float) -> tuple[pd.DataFrame, dict]:
+                scored: np.ndarray, counts: np.ndarray, ci: float, alpha: float, min_effect: float,
+                multiplicity: Multiplicity) -> tuple[pd.DataFrame, dict]:
     """One row a head on the ``scored`` pairs: attention accuracy with its interval, the baseline, whether it
     points, the patching effect (``effects``: one row a head, layer-major, on the same pairs, with
     ``p_adjusted``), whether it matters and its quadrant; and Spearman's rho over heads of accuracy with effect,
@@ -89,7 +92,14 @@ def atlas_table(points: np.ndarray, baseline_hit: np.ndarray, effects: pd.DataFr
     rows["points"] = dlo > 0
     for col in ("effect", "effect_ci_low", "effect_ci_high", "p_adjusted"):
         rows[col] = effects[col].to_numpy()
-    rows["matters"] = (rows["p_adjusted"] < alpha) & (rows["effect"] > 0)
+    # matters: the one-sided bootstrap test of effect > min_effect, adjusted across heads
+    if len(counts):
+        ok = np.isfinite(effect_samples)
+        p = (1 + ((effect_samples <= min_effect) & ok).sum(0)) / (1 + ok.sum(0))
+    else:
+        p = np.full(len(acc), np.nan)
+    rows["p_matters"] = adjust(p, multiplicity)
+    rows["matters"] = rows["p_matters"] < alpha
     rows["quadrant"] = [QUADRANTS[(bool(a), bool(b))] for a, b in zip(rows["points"], rows["matters"])]
     return rows, corr
 

@@ -198,7 +198,7 @@ def _atlas(encoder: Encoder, pairs: Sequence[MinimalPair], m: PairMetrics, causa
         rows = pd.DataFrame({"layer": np.repeat(np.arange(n_layers), n_heads),
                              "head": np.tile(np.arange(n_heads), n_layers), **summary(eff, pc.ci, pc.multiplicity)})
         table, corr = atlas_table(points, hit, rows, eff.samples.reshape(len(eff.samples), -1), sc, counts, pc.ci,
-                                  pc.alpha)
+                                  pc.alpha, pc.min_effect, pc.multiplicity)
         tables.append(pd.DataFrame({**keys, "relation": rel, "n_pairs": len(sc), **{c: table[c] for c in table}}))
         per[rel] = {"spearman": corr["rho"], "spearman_ci_low": corr["ci_low"], "spearman_ci_high": corr["ci_high"],
                     "offset": offset, "offset_baseline": float(hit[sc].mean()), "n_pairs": len(sc),

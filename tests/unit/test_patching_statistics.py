@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from probing.config import PatchingConfig
+from probing.config import Multiplicity, PatchingConfig
 from probing.patching.atlas import atlas_table, offset_baseline
 from probing.patching.effects import PairMetrics
 from probing.patching.statistics import normalised, p_two_sided, rank_correlation
@@ -78,9 +78,14 @@ def test_atlas_quadrants_and_the_offset_baseline():
     points = np.zeros((1, 2, 4), dtype=bool)
     points[0, 0] = True  # head 0 always points at the cue
     effects = pd.DataFrame({"effect": [0.4, 0.5], "effect_ci_low": [0.3, 0.4], "effect_ci_high": [0.5, 0.6],
-                            "p_adjusted": [0.01, 0.2]})
-    counts = np.array([[1, 1], [2, 0], [0, 2]])
-    table, corr = atlas_table(points, hit, effects, np.array([[0.4, 0.5]] * 3), np.array([2, 3]), counts, 0.9, 0.05)
+                            "p_adjusted": [0.01, 0.01]})
+    counts = np.ones((39, 2), dtype=int)  # 39 resamples, each drawing both scored pairs once
+    samples = np.array([[0.4, 0.5]] * 39)
+    table, corr = atlas_table(points, hit, effects, samples, np.array([2, 3]), counts, 0.9, 0.05, 0.45,
+                              Multiplicity.none)
     assert table["attention_accuracy"].tolist() == [1.0, 0.0] and table["offset_baseline"].iloc[0] == 0.5
-    assert table["quadrant"].tolist() == ["points and matters", "neither"]
+    # head 0 beats the baseline (1 against 0.5 in every resample) but its 0.4 never exceeds 0.45: p = 40 / 40;
+    # head 1 exceeds it in all 39: p = 1 / 40
+    np.testing.assert_allclose(table["p_matters"], [1.0, 1 / 40])
+    assert table["quadrant"].tolist() == ["points, does not matter", "matters without pointing"]
     assert corr["rho"] == -1.0
