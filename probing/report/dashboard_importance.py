@@ -229,7 +229,9 @@ def pruning_figures(sources: Sequence[Any]) -> list[Fig]:
         rows = -(-len(rels) // cols)
         fig = P.grid_figure(rows, cols, rels + [""] * (rows * cols - len(rels)), horizontal_spacing=0.06,
                             vertical_spacing=0.18, shared_yaxes=False)
-        orders = sorted(prune["order"].astype(str).unique(), key=lambda o: (o == "random", o))
+        # random orders are drawn as their mean with the band of single orders; the table's own random_mean row is
+        # that mean again
+        orders = sorted(set(prune["order"].astype(str)) - {"random_mean"}, key=lambda o: (o == "random", o))
         for k, rel in enumerate(rels):
             t = prune[prune["relation"] == rel]
             for i, order in enumerate(orders):

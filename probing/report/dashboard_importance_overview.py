@@ -37,6 +37,7 @@ class Run(NamedTuple):
     metric: str
     rows: list[Row]
     kept: str  # a sentence: how many relations the run kept and why the other tables have more or fewer
+    held_out: bool = False  # the head was chosen on one half of the sentences and its drop is the other half's
 
     @property
     def has_floor(self) -> bool:
@@ -55,13 +56,16 @@ def importance_overview(sources: Sequence[Any]) -> list[Run]:
                            & s.importance["head"].notna()]
         if not len(abl):
             continue
-        top = abl.loc[abl.groupby("relation")["score"].idxmax().to_numpy()]
+        held = s.importance_heldout
+        held_out = held is not None and len(held) > 0
+        # the costliest head chosen on other sentences than its drop is scored on, where the run has it
+        top = held.copy() if held_out else abl.loc[abl.groupby("relation")["score"].idxmax().to_numpy()]
         top = top.sort_values(["n", "relation"], ascending=[False, True], kind="stable")
         top = top.sort_values("relation", key=lambda c: c != schema.ALL, kind="stable")
         ends = _ends(s.pruning)
         clean_all = s.metrics.get(f"clean_{drop[: -len('_drop')]}")
         rows = [_row(s.label, r, ends, clean_all) for r in top.to_dict("records")]
-        out.append(Run(s.label, drop, rows, kept_sentence(s, [str(r) for r in top["relation"]])))
+        out.append(Run(s.label, drop, rows, kept_sentence(s, [str(r) for r in top["relation"]]), held_out))
     return out
 
 

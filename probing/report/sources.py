@@ -40,6 +40,8 @@ class Source:
     importance: Optional[pd.DataFrame] = None  # task=importance: per head (or layer) and relation, score
     pruning: Optional[pd.DataFrame] = None  # task=importance: score per order and fraction of heads removed
     importance_link: Optional[pd.DataFrame] = None  # task=importance: Spearman per relation and direction
+    # task=importance: per relation the costliest head chosen on one half of the sentences, its drop on the other
+    importance_heldout: Optional[pd.DataFrame] = None
     linked_heads: Optional[pd.DataFrame] = None  # the heads table of ``importance.heads_run`` (None: not given)
     patching: Optional[pd.DataFrame] = None  # task=patching: each head's effect per position
     patching_atlas: Optional[pd.DataFrame] = None  # task=patching: attention accuracy beside effect per head
@@ -135,6 +137,8 @@ def load_importance(src: Source) -> None:
                                                                 "score"))
     src.pruning = _schema_table(run_dir, schema.PRUNING, ("order", "fraction_removed", "relation", "score"))
     src.importance_link = _schema_table(run_dir, schema.IMPORTANCE_LINK, ("relation", "direction", "rho"))
+    src.importance_heldout = _schema_table(run_dir, schema.IMPORTANCE_HELDOUT, ("relation", "layer", "head", "score",
+                                                                                "ci_low", "ci_high", "n"))
     heads_run = (src.config.get("importance") or {}).get("heads_run")
     if src.importance is None:
         return

@@ -207,3 +207,21 @@ def test_without_pruning_curves_the_overview_says_there_is_no_floor(tmp_path):
     assert "the run drew no pruning curves" in " ".join(html.split())
     # the costliest head per relation stays: nsubj's drop grows with the head index
     assert re.search(r">nsubj</a></td><td>50</td>\s*<td class='l'>0-1</td><td>\+0\.020 \[\+0\.010, \+0\.030\]", table)
+
+
+def test_the_overview_reads_the_held_out_choice_where_the_run_has_one(tmp_path):
+    """With an importance_heldout table the overview names the head chosen on one half of the sentences and the
+    drop measured on the other (here 0-0 and +0.004, where the in-sample maximum would be 0-1, +0.020); the random
+    orders' own mean row is not drawn a second time."""
+    run = importance_run(tmp_path / "imp")
+    held = pd.DataFrame([dict(relation=r, layer=0, head=0, chosen_drop=0.03, n=25, score=0.004, ci_low=-0.002,
+                              ci_high=0.010, heads_tested=4, heads_passing=0) for r in ("all", "nsubj")])
+    write_table(held.assign(**IDENT), run, "importance_heldout")
+    prune = pd.read_csv(run / "pruning.csv")
+    mean = prune[prune["order"] == "random"].groupby(["fraction_removed", "relation"], as_index=False)["score"].mean()
+    write_table(pd.concat([prune, mean.assign(order="random_mean", **IDENT)], ignore_index=True), run, "pruning")
+    html = write_dashboard([run], tmp_path / "d.html").read_text()
+    table = re.search(r"<table class='overview importance-overview'>(.*?)</table>", html, re.S).group(1)
+    assert re.search(r">nsubj</a></td><td>25</td>\s*<td class='l'>0-0</td><td>\+0\.004 \[-0\.002, \+0\.010\]", table)
+    assert "its drop and interval from the other half" in " ".join(html.split())
+    assert "random_mean" not in html
