@@ -186,7 +186,7 @@ def test_help_lists_tasks_examples_and_environment(tmp_path):
     assert r.returncode == 0
     for text in ("Tasks (task=NAME):", "extract ", "heads ", "probe ", "inspect ", "importance ", "merge ", "Examples:",
                  "PROBING_RESULTS_DIR", "PROBING_CACHE_DIR", "UD_EWT_DIR",
-                 "task: extract, heads, importance, inspect, merge, probe"):
+                 "task: extract, heads, importance, inspect, merge, patching, probe"):
         assert text in r.stdout, text
 
 
