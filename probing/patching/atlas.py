@@ -2,7 +2,8 @@
 
 A head points on a pair when, in the clean sentence (whole, with its good word), its largest word-level attention
 from the target goes to the cue (the subject a verb agrees with, the determiner of a noun, a reflexive's
-antecedent); a causal model's row ranges over the words it can see. The direction is fixed before looking, so
+antecedent). A causal model predicts the target from the word before it, so there its row is that word's, over the
+words it can see: where the model reads the target, does the head look at the cue? The direction is fixed before looking, so
 nothing is chosen on the scored pairs but the positional baseline: the offset from target to cue most common on the
 choosing half, scored on the other half. A head *points* when its accuracy beats that baseline (the lower end of
 the interval of the difference above 0) and *matters* when its patching effect exceeds ``patching.min_effect`` (the
@@ -31,7 +32,8 @@ QUADRANTS = {(True, True): "points and matters", (True, False): "points, does no
 
 def pointing(encoder: Encoder, pairs: Sequence[MinimalPair], causal: bool, batch_size: int = 32
              ) -> np.ndarray:
-    """``(L, H, N)``: whether each head's largest attention from the target word goes to the cue word."""
+    """``(L, H, N)``: whether each head's largest attention from the target word (a causal model: the word before
+    it) goes to the cue word."""
     toks = encoder.tokenize([p.clean.words for p in pairs])
     bad = [(p.id, t) for p, t in zip(pairs, toks) if isinstance(t, str)]
     if bad:
@@ -45,18 +47,19 @@ def pointing(encoder: Encoder, pairs: Sequence[MinimalPair], causal: bool, batch
         for row, i in enumerate(idx):
             p, start = pairs[i], toks[i].prefix
             n = len(p.clean)
-            t = start + p.target
-            scores = words[row, :, :, t, start:start + n].clone()  # (L, H, n) over the sentence's words
+            read = p.target - 1 if causal else p.target  # where the model reads the target from
+            scores = words[row, :, :, start + read, start:start + n].clone()  # (L, H, n) over the sentence's words
             if causal:
-                scores[..., p.target + 1:] = -np.inf
+                scores[..., read + 1:] = -np.inf
             out[:, :, i] = (scores.argmax(-1) == p.roles["cue"]).cpu().numpy()
     return out
 
 
-def offset_baseline(pairs: Sequence[MinimalPair], choose: np.ndarray, score: np.ndarray) -> tuple[int, np.ndarray]:
-    """The offset from target to cue most common on the ``choose`` pairs (ties: the nearest), and ``(N,)``
-    whether each pair has it."""
-    offsets = np.array([p.roles["cue"] - p.target for p in pairs])
+def offset_baseline(pairs: Sequence[MinimalPair], choose: np.ndarray, score: np.ndarray, causal: bool = False
+                    ) -> tuple[int, np.ndarray]:
+    """The offset from the read word (the target; a causal model: the word before it) to the cue most common on the
+    ``choose`` pairs (ties: the nearest), and ``(N,)`` whether each pair has it."""
+    offsets = np.array([p.roles["cue"] - p.target + int(causal) for p in pairs])
     values, counts = np.unique(offsets[choose], return_counts=True)
     best = values[np.lexsort((np.abs(values), -counts))[0]]
     return int(best), offsets == best

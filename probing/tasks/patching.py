@@ -191,7 +191,7 @@ def _atlas(encoder: Encoder, pairs: Sequence[MinimalPair], m: PairMetrics, causa
         sc, ch = score[relation[score] == rel], choose[relation[choose] == rel]
         if len(sc) < 4 or len(ch) < 2:
             continue
-        offset, hit = offset_baseline(pairs, ch, sc)
+        offset, hit = offset_baseline(pairs, ch, sc, causal)
         counts = resample_counts(len(sc), pc.bootstrap, seed)
         eff = normalised(m.heads[ALL][..., sc], m.clean[:, sc], m.corrupt[:, sc], counts)
         n_layers, n_heads = eff.point.shape
