@@ -96,7 +96,7 @@ def test_missing_tables_degrade_and_the_page_counts_its_heatmaps(tmp_path):
     expected = 3 * 4 + 2  # heads figures + one patterns figure per metric (cls, entropy)
     assert re.search(r"data-expected='(\d+)'", html).group(1) == str(expected)
     absent = re.search(r"Not in these runs: ([^.<]*)\.", html).group(1).split(", ")
-    assert absent == ["probes on representations", "importance", "head types", "trees from single heads",
+    assert absent == ["probes on representations", "importance", "patching", "head types", "trees from single heads",
                       "heads in two dimensions", "figures of the runs"]  # one line, no empty section each
     assert "<script src=" not in html, "everything inline: the page opens with no network"
     assert "table class='sortable'" in html and "nmod:poss" in html
