@@ -340,22 +340,13 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
     if want_gradient:
         with timer("gradient", "gradient importance"):
             tables.append(gradient_rows(p.gradients(torch.ones(p.n_layers, p.n_heads)), weights, imp.ci))
-    importance = pd.concat(tables, ignore_index=True)
-    importance["p"] = importance["p"].astype(float) if "p" in importance else np.nan
-    importance["p_adjusted"] = adjust_drops(importance, Multiplicity(heads.multiplicity))
-    importance = _with_ident(importance, ident, schema.IMPORTANCE)
-    for col in (schema.LAYER, schema.HEAD):
-        importance[col] = pd.array(importance[col], dtype="Int64")
+    importance = _importance_table(tables, heads, ident)
     out.table(schema.IMPORTANCE.name, importance)
     heldout = None
     if want_ablation:
         heldout = _heldout(sums, importance, groups, keep, p, imp, heads, seed, readout.metric)
         out.table(schema.IMPORTANCE_HELDOUT.name, _with_ident(heldout, ident, schema.IMPORTANCE_HELDOUT))
-        metrics.update(_headline(heldout, None))
-        metrics["heads_passing_power"] = _heads_power(imp.bootstrap, p.n_layers * p.n_heads, heads.alpha)
-        metrics["conventions"]["most_important"] = (
-            "per relation the head whose single ablation costs most on a seeded half of the evaluation sentences, "
-            "its drop on the other half (the importance_heldout table)")
+        metrics.update(_heldout_metrics(heldout, metrics["conventions"], imp, heads, p))
     stores: list = []
     accuracy = None
     if corpus.has_trees and kind is not ReadoutKind.embedding or imp.heads_run:
@@ -375,6 +366,29 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
         _write_pruning(prune, metrics, out, imp, ident, title, readout.metric)
     metrics.update(timer.metrics())
     return out.result(metrics, stores, _console(metrics, readout.metric, sizes))
+
+
+def _importance_table(tables: list[pd.DataFrame], heads: HeadsConfig, ident: dict) -> pd.DataFrame:
+    """The ablation and gradient rows as one ``importance`` table: p-values adjusted, the run's identity, layer and
+    head as nullable integers (a layer-in row has no head)."""
+    importance = pd.concat(tables, ignore_index=True)
+    importance["p"] = importance["p"].astype(float) if "p" in importance else np.nan
+    importance["p_adjusted"] = adjust_drops(importance, Multiplicity(heads.multiplicity))
+    importance = _with_ident(importance, ident, schema.IMPORTANCE)
+    for col in (schema.LAYER, schema.HEAD):
+        importance[col] = pd.array(importance[col], dtype="Int64")
+    return importance
+
+
+def _heldout_metrics(heldout: pd.DataFrame, conventions: dict, imp: ImportanceConfig, heads: HeadsConfig,
+                     p: "_Passes") -> dict:
+    """The held-out costliest heads' headline entries, the adjusted test's power, and what most_important means
+    (``conventions`` gains that line)."""
+    conventions["most_important"] = (
+        "per relation the head whose single ablation costs most on a seeded half of the evaluation sentences, "
+        "its drop on the other half (the importance_heldout table)")
+    return {**_headline(heldout, None),
+            "heads_passing_power": _heads_power(imp.bootstrap, p.n_layers * p.n_heads, heads.alpha)}
 
 
 def _wanted(method: ImportanceMethod, kind: ReadoutKind) -> tuple[bool, bool]:
