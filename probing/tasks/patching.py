@@ -36,6 +36,7 @@ from probing.patching.readouts import LogitDiff, ProbeDiff, fit_probe, side_vect
 from probing.patching.statistics import agreement, normalised, summary
 from probing.stats.bootstrap import resample_counts
 from probing.stats.heldout import halves
+from probing.stats.multiplicity import resamples_needed
 from probing.tasks.base import RunOutput, StageTimer, TaskResult
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,17 @@ def _position_rows(m: PairMetrics, has: dict, counts_for, pc: PatchingConfig, ke
                                             "n_pairs": len(cols), **summary(r, pc.ci, pc.multiplicity)}))
     cat = lambda xs: pd.concat(xs, ignore_index=True) if xs else pd.DataFrame()  # noqa: E731
     return cat(heads_rows), cat(resid_rows)
+
+
+def _power(pc: PatchingConfig, tests: int) -> dict:
+    """Whether any head's test, adjusted across the ``tests`` heads of a position, can pass at all: the smallest
+    bootstrap p-value, 1/(1+B), against alpha/tests (a warning when it cannot)."""
+    needed = resamples_needed(tests, pc.alpha)
+    if pc.bootstrap < needed:
+        log.warning("patching.bootstrap=%d: no head can pass a test adjusted across %d heads at alpha=%s (p_adjusted "
+                    "and p_matters stay above it by construction); %d or more resamples are needed", pc.bootstrap,
+                    tests, pc.alpha, needed)
+    return {"resamples": pc.bootstrap, "tests": tests, "resamples_needed": needed, "enough": pc.bootstrap >= needed}
 
 
 def _pair_rows(m: PairMetrics, pairs: Sequence[MinimalPair], has: dict, keys: dict) -> pd.DataFrame:
@@ -266,6 +278,7 @@ def from_config(cfg: RunConfig, out: RunOutput) -> TaskResult:
     keys = {"model": metrics["model"], "pairs": source, "readout": str(kind)}
     heads, residual = _position_rows(m, has, lambda n: resample_counts(n, pc.bootstrap, cfg.seed), pc, keys)
     out.table(schema.PATCHING.name, heads)
+    metrics["power"] = _power(pc, encoder.num_layers * encoder.num_heads)
     out.table(schema.PATCHING_PAIRS.name, _pair_rows(m, pairs, has, keys))
     if len(residual):
         out.table(schema.PATCHING_RESIDUAL.name, residual)

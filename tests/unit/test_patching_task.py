@@ -102,6 +102,8 @@ def test_an_encoder_is_read_by_probes_trained_on_held_out_pairs(tmp_path, bert_d
     result = _run(tmp_path, bert_dir, "pairs-bert")
     m = result.metrics
     assert m["readout"] == "probe" and m["n_pairs"] == 24 and m["readout_seeds"] == 2
+    # 8 heads at alpha 0.05 need 159 resamples (1/(1+B) < 0.05/8); the run drew 50
+    assert m["power"] == {"resamples": 50, "tests": 8, "resamples_needed": 159, "enough": False}
     assert 0 <= m["clean_accuracy"] <= 1 and "attribution_spearman" in m
     heads = _check_tables(tmp_path)
     assert heads["effect_seed_sd"].notna().all()  # two probe seeds
