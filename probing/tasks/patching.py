@@ -122,12 +122,13 @@ def _position_rows(m: PairMetrics, has: dict, counts_for, pc: PatchingConfig, ke
 
 
 def _power(pc: PatchingConfig, tests: int) -> dict:
-    """Whether any head's test, adjusted across the ``tests`` heads of a position, can pass at all: the smallest
-    bootstrap p-value, 1/(1+B), against alpha/tests (a warning when it cannot)."""
+    """Whether a head's test, adjusted across the ``tests`` heads of a position, can pass alone: the smallest
+    bootstrap p-value, 1/(1+B), against alpha/tests (a warning when it cannot; several heads tied at that p-value
+    may still pass together under BH)."""
     needed = resamples_needed(tests, pc.alpha)
     if pc.bootstrap < needed:
-        log.warning("patching.bootstrap=%d: no head can pass a test adjusted across %d heads at alpha=%s (p_adjusted "
-                    "and p_matters stay above it by construction); %d or more resamples are needed", pc.bootstrap,
+        log.warning("patching.bootstrap=%d: a head alone cannot pass a test adjusted across %d heads at alpha=%s "
+                    "(only several tied at the smallest p-value can); %d or more resamples are needed", pc.bootstrap,
                     tests, pc.alpha, needed)
     return {"resamples": pc.bootstrap, "tests": tests, "resamples_needed": needed, "enough": pc.bootstrap >= needed}
 
