@@ -8,16 +8,15 @@ attention weights of layer k computed once per batch), so ablating each of 72 he
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator, Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 import torch
 
 from probing.importance.inputs import Batch
 from probing.importance.readouts import Readout
-from probing.interventions.gates import LayerCache, gated
+from probing.interventions.gates import LayerCache, frozen, gated
 
 
 @dataclass(frozen=True)
@@ -100,25 +99,12 @@ def evaluate_refitted(model: torch.nn.Module, batches: Sequence[Batch], fit: Cal
                 np.concatenate([q.hits for q in parts])[idx], np.concatenate([q.loss for q in parts])[idx])
 
 
-@contextmanager
-def _frozen(model: torch.nn.Module) -> Iterator[None]:
-    """No parameter gradients while the gates' are taken (half the backward pass)."""
-    flags = [p.requires_grad for p in model.parameters()]
-    for p in model.parameters():
-        p.requires_grad_(False)
-    try:
-        yield
-    finally:
-        for p, f in zip(model.parameters(), flags):
-            p.requires_grad_(f)
-
-
 def gradients(model: torch.nn.Module, batches: Sequence[Batch], readout: Readout, mean: Optional[torch.Tensor],
               base: torch.Tensor) -> np.ndarray:
     """``(S, L, H)``: ``|∂L_s/∂ξ_h|`` per sentence s (batch order) at the gates ``base (L, H)``, from one
     forward and backward pass per batch: every sentence gets its own copy of the gates (a replica of one)."""
     out = []
-    with _frozen(model), torch.enable_grad():
+    with frozen(model), torch.enable_grad():
         for batch in batches:
             xi = base.to(batch.piece_position.device).expand(batch.size, -1, -1).clone().requires_grad_(True)
             with gated(model, xi, mean):

@@ -51,6 +51,32 @@ def per_call(parts: list[BlockParts], hook: Any) -> list[Any]:
     return [modules[0].register_forward_pre_hook(lambda mod, args: hook(order.take(), mod, args))]
 
 
+@contextmanager
+def hooked(parts: list[BlockParts], hook: Any) -> Iterator[None]:
+    """``hook(k, module, args)`` on every layer's output projection inside the block (:func:`per_call`), removed
+    on exit."""
+    handles = per_call(parts, hook)
+    try:
+        yield
+    finally:
+        for hd in handles:
+            hd.remove()
+
+
+@contextmanager
+def frozen(model: nn.Module) -> Iterator[None]:
+    """No parameter gradients inside the block, only those of what the pass adds (gates, patch probes): half
+    the backward pass."""
+    flags = [p.requires_grad for p in model.parameters()]
+    for p in model.parameters():
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p, f in zip(model.parameters(), flags):
+            p.requires_grad_(f)
+
+
 def _gate(x: torch.Tensor, gate: torch.Tensor, mean: Optional[torch.Tensor]) -> torch.Tensor:
     """``x (R·B, T, D)`` context vectors, ``gate (R, H)``, ``mean (H, d)`` or None -> gated ``(R·B, T, D)``."""
     r, h = gate.shape
@@ -77,12 +103,8 @@ def gated(model: nn.Module, gates: torch.Tensor, mean: Optional[torch.Tensor] = 
             return None
         return (_gate(args[0], gates[:, k], None if mean is None else mean[k]),) + tuple(args[1:])
 
-    handles = per_call(parts, pre)
-    try:
+    with hooked(parts, pre):
         yield
-    finally:
-        for hd in handles:
-            hd.remove()
 
 
 def head_means(model: nn.Module, batches: Iterable[dict]) -> torch.Tensor:
@@ -98,16 +120,11 @@ def head_means(model: nn.Module, batches: Iterable[dict]) -> torch.Tensor:
         s = (x * mask["m"][..., None]).sum((0, 1))
         sums[k] = s if sums[k] is None else sums[k] + s
 
-    handles = per_call(parts, pre)
-    try:
-        with torch.inference_mode():
-            for batch in batches:
-                mask["m"] = batch["attention_mask"].float()
-                count = count + mask["m"].sum().cpu()
-                model(**batch)
-    finally:
-        for hd in handles:
-            hd.remove()
+    with hooked(parts, pre), torch.inference_mode():
+        for batch in batches:
+            mask["m"] = batch["attention_mask"].float()
+            count = count + mask["m"].sum().cpu()
+            model(**batch)
     if count == 0:
         raise ValueError("head means: no positions in the batches")
     d = sums[0].shape[0]

@@ -18,7 +18,7 @@ from typing import Iterator, Optional, Sequence
 import torch
 from torch import nn
 
-from probing.interventions.gates import num_heads, per_call
+from probing.interventions.gates import hooked, num_heads
 from probing.mixing.families import block_parts
 
 
@@ -52,12 +52,8 @@ def patched(model: nn.Module, source: Sequence[torch.Tensor], gates: torch.Tenso
             return None
         return (_patch(args[0], gates[:, k], positions, source[k]),) + tuple(args[1:])
 
-    handles = per_call(parts, pre)
-    try:
+    with hooked(parts, pre):
         yield
-    finally:
-        for hd in handles:
-            hd.remove()
 
 
 @dataclass
@@ -81,22 +77,5 @@ def context_probes(model: nn.Module) -> Iterator[list]:
         probes[k] = ContextProbe(args[0].detach(), z)
         return (args[0] + z,) + tuple(args[1:])
 
-    handles = per_call(parts, pre)
-    try:
+    with hooked(parts, pre):
         yield probes
-    finally:
-        for hd in handles:
-            hd.remove()
-
-
-@contextmanager
-def frozen(model: nn.Module) -> Iterator[None]:
-    """No parameter gradients inside the block (only those of what the pass adds are taken)."""
-    flags = [p.requires_grad for p in model.parameters()]
-    for p in model.parameters():
-        p.requires_grad_(False)
-    try:
-        yield
-    finally:
-        for p, f in zip(model.parameters(), flags):
-            p.requires_grad_(f)

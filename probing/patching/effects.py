@@ -15,8 +15,8 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from probing.interventions.gates import LayerCache, num_heads
-from probing.interventions.patches import context_probes, frozen, patched
+from probing.interventions.gates import LayerCache, frozen, num_heads
+from probing.interventions.patches import context_probes, patched
 from probing.patching.batches import PairBatch
 
 Readout = Callable[[torch.Tensor, PairBatch], torch.Tensor]  # hidden (R·B, T, D) -> metric (R, S, B)
