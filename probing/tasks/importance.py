@@ -348,13 +348,10 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
         out.table(schema.IMPORTANCE_HELDOUT.name, _with_ident(heldout, ident, schema.IMPORTANCE_HELDOUT))
         metrics.update(_heldout_metrics(heldout, metrics["conventions"], imp, heads, p))
     stores: list = []
-    accuracy = None
+    accuracy, acc_samples = None, None
     if corpus.has_trees and kind is not ReadoutKind.embedding or imp.heads_run:
         with timer("attention_accuracy", "attention accuracy of every head"):
-            accuracy, acc_samples = attention_accuracy(imp, heads, model, corpus, extract, stores, seed)
-        if not imp.heads_run:  # computed here: kept in the run dir, where the dashboard's scatter reads it
-            out.table(schema.HEADS.name, _with_ident(accuracy, {**ident, "measure": Measure.attention.value},
-                                                     schema.HEADS))
+            accuracy, acc_samples = _accuracy(imp, heads, model, corpus, extract, stores, seed, out, ident)
         if want_ablation:
             _link(metrics, out, imp, heads, accuracy, acc_samples, single, drop_samp, groups, keep, p, ident,
                   title)
@@ -366,6 +363,17 @@ def run(model: ModelConfig, data: DataConfig, extract: ExtractConfig, imp: Impor
         _write_pruning(prune, metrics, out, imp, ident, title, readout.metric)
     metrics.update(timer.metrics())
     return out.result(metrics, stores, _console(metrics, readout.metric, sizes))
+
+
+def _accuracy(imp: ImportanceConfig, heads: HeadsConfig, model: ModelConfig, corpus: Corpus, extract: ExtractConfig,
+              stores: list, seed: int, out: RunOutput, ident: dict) -> tuple[pd.DataFrame, Any]:
+    """Every head's attention accuracy and its resamples; computed here (no ``importance.heads_run``), the heads
+    table is kept in the run dir, where the dashboard's scatter reads it."""
+    accuracy, samples = attention_accuracy(imp, heads, model, corpus, extract, stores, seed)
+    if not imp.heads_run:
+        out.table(schema.HEADS.name, _with_ident(accuracy, {**ident, "measure": Measure.attention.value},
+                                                 schema.HEADS))
+    return accuracy, samples
 
 
 def _importance_table(tables: list[pd.DataFrame], heads: HeadsConfig, ident: dict) -> pd.DataFrame:
